@@ -1,0 +1,263 @@
+package pgqueue_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/pgqueue/pgqueue"
+)
+
+type emailArgs struct {
+	To string `json:"to"`
+}
+
+func (emailArgs) Kind() string { return "email" }
+
+type badArgs struct {
+	C chan int `json:"c"`
+}
+
+func (badArgs) Kind() string { return "bad" }
+
+type blobArgs struct {
+	Data string `json:"data"`
+}
+
+func (blobArgs) Kind() string { return "blob" }
+
+type emptyKindArgs struct{}
+
+func (emptyKindArgs) Kind() string { return "" }
+
+func newClient(t *testing.T, pool *pgxpool.Pool, cfg *pgqueue.Config) *pgqueue.Client {
+	t.Helper()
+	c, err := pgqueue.New(pool, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func countJobs(t *testing.T, pool *pgxpool.Pool, where string, args ...any) int {
+	t.Helper()
+	var n int
+	if err := pool.QueryRow(context.Background(), "SELECT count(*) FROM pgqueue.jobs WHERE "+where, args...).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+func TestEnqueue(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+
+	t.Run("ReturnsAvailableRow", func(t *testing.T) {
+		t.Parallel()
+		pool := newPool(t)
+		c := newClient(t, pool, nil)
+		row, err := c.Enqueue(ctx, emailArgs{To: "a@example.com"}, &pgqueue.InsertOpts{Priority: 3, Tags: []string{"x"}, Meta: map[string]any{"k": "v"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if row.ID == 0 || row.State != pgqueue.StateAvailable || row.Queue != pgqueue.DefaultQueue || row.Kind != "email" ||
+			row.Priority != 3 || row.MaxAttempts != pgqueue.DefaultMaxAttempts || row.Fence != 0 || row.Attempt != 0 {
+			t.Fatalf("unexpected row %+v", row)
+		}
+		if string(row.EncodedArgs) != `{"to": "a@example.com"}` {
+			t.Fatalf("args = %s", row.EncodedArgs)
+		}
+	})
+
+	t.Run("FutureRunAtIsScheduled", func(t *testing.T) {
+		t.Parallel()
+		pool := newPool(t)
+		c := newClient(t, pool, nil)
+		row, err := c.Enqueue(ctx, emailArgs{}, &pgqueue.InsertOpts{RunAt: time.Now().Add(time.Hour)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if row.State != pgqueue.StateScheduled {
+			t.Fatalf("state = %s, want scheduled", row.State)
+		}
+	})
+
+	t.Run("TxCommitMakesJobVisible", func(t *testing.T) {
+		t.Parallel()
+		pool := newPool(t)
+		c := newClient(t, pool, nil)
+		tx, err := pool.Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer tx.Rollback(ctx)
+		if _, err := tx.Exec(ctx, "CREATE TABLE orders (id int)"); err != nil {
+			t.Fatal(err)
+		}
+		row, err := c.EnqueueTx(ctx, tx, emailArgs{To: "b"}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n := countJobs(t, pool, "id = $1", row.ID); n != 0 {
+			t.Fatalf("job visible before commit")
+		}
+		if err := tx.Commit(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if n := countJobs(t, pool, "id = $1", row.ID); n != 1 {
+			t.Fatalf("job not visible after commit")
+		}
+	})
+
+	t.Run("TxRollbackLeavesNoJob", func(t *testing.T) {
+		t.Parallel()
+		pool := newPool(t)
+		c := newClient(t, pool, nil)
+		tx, err := pool.Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.EnqueueTx(ctx, tx, emailArgs{To: "b"}, nil); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.EnqueueManyTx(ctx, tx, []pgqueue.EnqueueParams{{Args: emailArgs{}}}); err != nil {
+			t.Fatal(err)
+		}
+		if err := tx.Rollback(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if n := countJobs(t, pool, "true"); n != 0 {
+			t.Fatalf("%d jobs after rollback, want 0", n)
+		}
+	})
+
+	t.Run("ManyCopies100000", func(t *testing.T) {
+		t.Parallel()
+		pool := newPool(t)
+		c := newClient(t, pool, nil)
+		const n = 100_000
+		params := make([]pgqueue.EnqueueParams, n)
+		for i := range params {
+			opts := &pgqueue.InsertOpts{Queue: fmt.Sprintf("q%d", i%3), Priority: int16(i % 5)}
+			if i%10 == 0 {
+				opts.RunAt = time.Now().Add(time.Hour)
+			}
+			params[i] = pgqueue.EnqueueParams{Args: emailArgs{To: fmt.Sprint(i)}, Opts: opts}
+		}
+		got, err := c.EnqueueMany(ctx, params)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got != n {
+			t.Fatalf("inserted %d, want %d", got, n)
+		}
+		if a := countJobs(t, pool, "state = 'available'"); a != n*9/10 {
+			t.Fatalf("%d available, want %d", a, n*9/10)
+		}
+		if s := countJobs(t, pool, "state = 'scheduled'"); s != n/10 {
+			t.Fatalf("%d scheduled, want %d", s, n/10)
+		}
+		if q := countJobs(t, pool, "queue = 'q1' AND args->>'to' = '1'"); q != 1 {
+			t.Fatalf("job 1 not found with its args")
+		}
+	})
+
+	t.Run("ManyIsAllOrNothing", func(t *testing.T) {
+		t.Parallel()
+		pool := newPool(t)
+		c := newClient(t, pool, nil)
+		_, err := c.EnqueueMany(ctx, []pgqueue.EnqueueParams{{Args: emailArgs{}}, {Args: emailArgs{}, Opts: &pgqueue.InsertOpts{Queue: "Bad Queue"}}})
+		if !errors.Is(err, pgqueue.ErrInvalidQueue) {
+			t.Fatalf("err = %v, want ErrInvalidQueue", err)
+		}
+		if n := countJobs(t, pool, "true"); n != 0 {
+			t.Fatalf("%d jobs after a failed batch, want 0", n)
+		}
+	})
+}
+
+func TestEnqueueBadInput(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := newPool(t)
+	c := newClient(t, pool, &pgqueue.Config{MaxArgsSize: 1024})
+
+	cancelled, cancel := context.WithCancel(ctx)
+	cancel()
+
+	cases := []struct {
+		name string
+		ctx  context.Context
+		args pgqueue.JobArgs
+		opts *pgqueue.InsertOpts
+		want error
+	}{
+		{"InvalidQueue", ctx, emailArgs{}, &pgqueue.InsertOpts{Queue: "no spaces"}, pgqueue.ErrInvalidQueue},
+		{"QueueTooLong", ctx, emailArgs{}, &pgqueue.InsertOpts{Queue: strings.Repeat("q", 64)}, pgqueue.ErrInvalidQueue},
+		{"QueueInjection", ctx, emailArgs{}, &pgqueue.InsertOpts{Queue: "a'; DROP TABLE pgqueue.jobs; --"}, pgqueue.ErrInvalidQueue},
+		{"ArgsDoNotMarshal", ctx, badArgs{C: make(chan int)}, nil, pgqueue.ErrInvalidArgs},
+		{"ArgsTooLarge", ctx, blobArgs{Data: strings.Repeat("x", 2048)}, nil, pgqueue.ErrArgsTooLarge},
+		{"NilArgs", ctx, nil, nil, pgqueue.ErrInvalidArgs},
+		{"EmptyKind", ctx, emptyKindArgs{}, nil, pgqueue.ErrInvalidKind},
+		{"NegativeMaxAttempts", ctx, emailArgs{}, &pgqueue.InsertOpts{MaxAttempts: -1}, pgqueue.ErrInvalidOption},
+		{"CancelledContext", cancelled, emailArgs{}, nil, context.Canceled},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if _, err := c.Enqueue(tc.ctx, tc.args, tc.opts); !errors.Is(err, tc.want) {
+				t.Fatalf("Enqueue: err = %v, want %v", err, tc.want)
+			}
+			if _, err := c.EnqueueMany(tc.ctx, []pgqueue.EnqueueParams{{Args: tc.args, Opts: tc.opts}}); !errors.Is(err, tc.want) {
+				t.Fatalf("EnqueueMany: err = %v, want %v", err, tc.want)
+			}
+		})
+	}
+	if n := countJobs(t, pool, "true"); n != 0 {
+		t.Fatalf("%d jobs written by bad input, want 0", n)
+	}
+
+	t.Run("NilPool", func(t *testing.T) {
+		if _, err := pgqueue.New(nil, nil); !errors.Is(err, pgqueue.ErrNilPool) {
+			t.Fatalf("err = %v, want ErrNilPool", err)
+		}
+	})
+	t.Run("InvalidSchema", func(t *testing.T) {
+		if _, err := pgqueue.New(pool, &pgqueue.Config{Schema: `x"; drop`}); !errors.Is(err, pgqueue.ErrInvalidSchema) {
+			t.Fatalf("err = %v, want ErrInvalidSchema", err)
+		}
+	})
+	t.Run("InvalidConfiguredQueue", func(t *testing.T) {
+		_, err := pgqueue.New(pool, &pgqueue.Config{Workers: pgqueue.NewWorkers(), Queues: map[string]pgqueue.QueueConfig{"Bad!": {MaxWorkers: 1}}})
+		if !errors.Is(err, pgqueue.ErrInvalidQueue) {
+			t.Fatalf("err = %v, want ErrInvalidQueue", err)
+		}
+	})
+	t.Run("ZeroMaxWorkers", func(t *testing.T) {
+		_, err := pgqueue.New(pool, &pgqueue.Config{Workers: pgqueue.NewWorkers(), Queues: map[string]pgqueue.QueueConfig{"a": {}}})
+		if !errors.Is(err, pgqueue.ErrInvalidOption) {
+			t.Fatalf("err = %v, want ErrInvalidOption", err)
+		}
+	})
+	t.Run("QueuesWithoutWorkers", func(t *testing.T) {
+		_, err := pgqueue.New(pool, &pgqueue.Config{Queues: map[string]pgqueue.QueueConfig{"a": {MaxWorkers: 1}}})
+		if !errors.Is(err, pgqueue.ErrNoWorkers) {
+			t.Fatalf("err = %v, want ErrNoWorkers", err)
+		}
+	})
+	t.Run("ClosedPool", func(t *testing.T) {
+		closed := newPool(t)
+		cc := newClient(t, closed, nil)
+		closed.Close()
+		if _, err := cc.Enqueue(ctx, emailArgs{}, nil); !errors.Is(err, pgqueue.ErrClosedPool) {
+			t.Fatalf("Enqueue: err = %v, want ErrClosedPool", err)
+		}
+		if _, err := cc.EnqueueMany(ctx, []pgqueue.EnqueueParams{{Args: emailArgs{}}}); !errors.Is(err, pgqueue.ErrClosedPool) {
+			t.Fatalf("EnqueueMany: err = %v, want ErrClosedPool", err)
+		}
+	})
+}

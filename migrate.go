@@ -1,0 +1,227 @@
+package pgqueue
+
+import (
+	"bytes"
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/golang-migrate/migrate/v4"
+	migratepgx "github.com/golang-migrate/migrate/v4/database/pgx/v5"
+	"github.com/golang-migrate/migrate/v4/source"
+	"github.com/golang-migrate/migrate/v4/source/iofs"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/jackc/pgx/v5/stdlib"
+
+	"github.com/pgqueue/pgqueue/migrations"
+)
+
+// MigrateResult says what a migration run did. A run that had nothing to do
+// is a result with From == To, not an error.
+type MigrateResult struct {
+	// From is the schema version before the run; 0 means none applied.
+	From uint
+	// To is the schema version after the run; 0 means none applied.
+	To uint
+}
+
+// Changed reports whether the run applied or reverted anything.
+func (r MigrateResult) Changed() bool { return r.From != r.To }
+
+// Migrator applies pgqueue's migrations to one schema through
+// golang-migrate. Concurrent migrators on the same database and schema
+// serialise on golang-migrate's advisory lock, so each migration is applied
+// once.
+type Migrator struct {
+	m      *migrate.Migrate
+	db     *sql.DB
+	schema string
+}
+
+// NewMigrator prepares migrations for schema ("" means DefaultSchema) on
+// pool, creating the schema and its migrations table when missing. Close it
+// when done; the pool stays open.
+func NewMigrator(ctx context.Context, pool *pgxpool.Pool, schema string) (*Migrator, error) {
+	if pool == nil {
+		return nil, ErrNilPool
+	}
+	if schema == "" {
+		schema = DefaultSchema
+	}
+	if err := validateSchema(schema); err != nil {
+		return nil, err
+	}
+	if err := createSchema(ctx, pool, schema); err != nil {
+		return nil, err
+	}
+	src, err := newSchemaSource(schema)
+	if err != nil {
+		return nil, err
+	}
+	db := stdlib.OpenDBFromPool(pool)
+	driver, err := migratepgx.WithInstance(db, &migratepgx.Config{
+		// Quoted and schema-qualified, so each schema has its own version
+		// table and its own golang-migrate lock.
+		MigrationsTable:       quoteSchema(schema) + `."schema_migrations"`,
+		MigrationsTableQuoted: true,
+		SchemaName:            schema,
+	})
+	if err != nil {
+		_ = db.Close()
+		return nil, dbError("migrate: open", err)
+	}
+	m, err := migrate.NewWithInstance("pgqueue", src, "pgx", driver)
+	if err != nil {
+		_ = driver.Close()
+		return nil, fmt.Errorf("pgqueue: migrate: %w", err)
+	}
+	return &Migrator{m: m, db: db, schema: schema}, nil
+}
+
+// createSchema creates the schema under a transaction-scoped advisory lock:
+// concurrent CREATE SCHEMA IF NOT EXISTS can otherwise fail with a unique
+// violation.
+func createSchema(ctx context.Context, pool *pgxpool.Pool, schema string) error {
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		return dbError("migrate: create schema", err)
+	}
+	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+	if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock(hashtextextended('pgqueue:create-schema:' || $1, 0))", schema); err != nil {
+		return dbError("migrate: create schema", err)
+	}
+	if _, err := tx.Exec(ctx, "CREATE SCHEMA IF NOT EXISTS "+quoteSchema(schema)); err != nil {
+		return dbError("migrate: create schema", err)
+	}
+	return dbError("migrate: create schema", tx.Commit(ctx))
+}
+
+// Close releases the migrator's connection.
+func (mg *Migrator) Close() error {
+	srcErr, dbErr := mg.m.Close()
+	return errors.Join(srcErr, dbErr)
+}
+
+// Up applies every migration not yet applied.
+func (mg *Migrator) Up(ctx context.Context) (MigrateResult, error) {
+	return mg.run(ctx, "up", mg.m.Up)
+}
+
+// Down reverts the last steps migrations; steps ≤ 0 reverts them all.
+func (mg *Migrator) Down(ctx context.Context, steps int) (MigrateResult, error) {
+	if steps <= 0 {
+		return mg.run(ctx, "down", mg.m.Down)
+	}
+	return mg.run(ctx, "down", func() error { return mg.m.Steps(-steps) })
+}
+
+// Version returns the applied version (0 when none) and whether the last
+// migration failed half-way (dirty: fix the database, then Force).
+func (mg *Migrator) Version(ctx context.Context) (version uint, dirty bool, err error) {
+	if err := ctxError(ctx, "migrate version"); err != nil {
+		return 0, false, err
+	}
+	v, dirty, err := mg.m.Version()
+	if errors.Is(err, migrate.ErrNilVersion) {
+		return 0, false, nil
+	}
+	if err != nil {
+		return 0, false, fmt.Errorf("pgqueue: migrate version: %w", err)
+	}
+	return v, dirty, nil
+}
+
+// Force sets the recorded version without running migrations and clears
+// the dirty flag; -1 records none.
+func (mg *Migrator) Force(ctx context.Context, version int) error {
+	if err := ctxError(ctx, "migrate force"); err != nil {
+		return err
+	}
+	if err := mg.m.Force(version); err != nil {
+		return fmt.Errorf("pgqueue: migrate force %d: %w", version, err)
+	}
+	return nil
+}
+
+func (mg *Migrator) run(ctx context.Context, op string, step func() error) (MigrateResult, error) {
+	from, _, err := mg.Version(ctx)
+	if err != nil {
+		return MigrateResult{}, err
+	}
+	// golang-migrate takes no context; its GracefulStop ends the run
+	// between migrations when ctx is cancelled.
+	done := make(chan struct{})
+	defer close(done)
+	go func() {
+		select {
+		case <-ctx.Done():
+			select {
+			case mg.m.GracefulStop <- true:
+			default:
+			}
+		case <-done:
+		}
+	}()
+	err = step()
+	if err != nil && !errors.Is(err, migrate.ErrNoChange) {
+		if errors.Is(err, os.ErrNotExist) {
+			return MigrateResult{}, fmt.Errorf("pgqueue: migrate %s: no such migration: %w", op, err)
+		}
+		return MigrateResult{}, fmt.Errorf("pgqueue: migrate %s: %w", op, err)
+	}
+	to, _, err := mg.Version(ctx)
+	if err != nil {
+		return MigrateResult{}, err
+	}
+	return MigrateResult{From: from, To: to}, ctxError(ctx, "migrate "+op)
+}
+
+// Migrate applies every pending migration to schema ("" means
+// DefaultSchema): the one call most programs need at start-up.
+func Migrate(ctx context.Context, pool *pgxpool.Pool, schema string) (MigrateResult, error) {
+	mg, err := NewMigrator(ctx, pool, schema)
+	if err != nil {
+		return MigrateResult{}, err
+	}
+	defer mg.Close()
+	return mg.Up(ctx)
+}
+
+// schemaSource is golang-migrate's iofs source over migrations.FS with the
+// schema placeholder filled in as files are read.
+type schemaSource struct {
+	source.Driver
+	quoted []byte
+}
+
+func newSchemaSource(schema string) (source.Driver, error) {
+	inner, err := iofs.New(migrations.FS, ".")
+	if err != nil {
+		return nil, fmt.Errorf("pgqueue: migrate: read migrations: %w", err)
+	}
+	return &schemaSource{Driver: inner, quoted: []byte(quoteSchema(schema))}, nil
+}
+
+func (s *schemaSource) ReadUp(version uint) (io.ReadCloser, string, error) {
+	return s.fill(s.Driver.ReadUp(version))
+}
+
+func (s *schemaSource) ReadDown(version uint) (io.ReadCloser, string, error) {
+	return s.fill(s.Driver.ReadDown(version))
+}
+
+func (s *schemaSource) fill(r io.ReadCloser, id string, err error) (io.ReadCloser, string, error) {
+	if err != nil {
+		return nil, id, err
+	}
+	defer r.Close()
+	b, err := io.ReadAll(r)
+	if err != nil {
+		return nil, id, err
+	}
+	b = bytes.ReplaceAll(b, []byte(migrations.SchemaPlaceholder), s.quoted)
+	return io.NopCloser(bytes.NewReader(b)), id, nil
+}

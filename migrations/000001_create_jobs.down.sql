@@ -1,0 +1,2 @@
+DROP TABLE IF EXISTS {{schema}}.jobs;
+DROP SEQUENCE IF EXISTS {{schema}}.fence_seq;

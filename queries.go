@@ -1,0 +1,59 @@
+package pgqueue
+
+import (
+	"embed"
+	"fmt"
+	"regexp"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/pgqueue/pgqueue/migrations"
+)
+
+//go:embed sql/*.sql
+var sqlFiles embed.FS
+
+// DefaultSchema is the schema pgqueue's tables live in unless Config.Schema
+// says otherwise.
+const DefaultSchema = "pgqueue"
+
+// SchemaPattern is what a schema name must match: a lower-case SQL
+// identifier of at most 63 bytes. It is quoted wherever it is used.
+var SchemaPattern = regexp.MustCompile(`^[a-z_][a-z0-9_]{0,62}$`)
+
+// queries holds every statement of sql/, with the schema filled in once.
+type queries struct {
+	claim, insert, complete, fail, cancel, snooze, release, schedule string
+}
+
+func validateSchema(schema string) error {
+	if !SchemaPattern.MatchString(schema) {
+		return fmt.Errorf("%w: %q does not match %s", ErrInvalidSchema, schema, SchemaPattern)
+	}
+	return nil
+}
+
+// quoteSchema returns the schema as a quoted identifier.
+func quoteSchema(schema string) string {
+	return pgx.Identifier{schema}.Sanitize()
+}
+
+func loadQueries(schema string) (*queries, error) {
+	if err := validateSchema(schema); err != nil {
+		return nil, err
+	}
+	quoted := quoteSchema(schema)
+	q := &queries{}
+	for name, dst := range map[string]*string{
+		"claim": &q.claim, "insert": &q.insert, "complete": &q.complete, "fail": &q.fail,
+		"cancel": &q.cancel, "snooze": &q.snooze, "release": &q.release, "schedule": &q.schedule,
+	} {
+		b, err := sqlFiles.ReadFile("sql/" + name + ".sql")
+		if err != nil {
+			return nil, fmt.Errorf("pgqueue: load query %s: %w", name, err)
+		}
+		*dst = strings.ReplaceAll(string(b), migrations.SchemaPlaceholder, quoted)
+	}
+	return q, nil
+}

@@ -1,0 +1,470 @@
+package pgqueue
+
+import (
+	"cmp"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"math"
+	"os"
+	"regexp"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// QueuePattern is what a queue name must match: 1 to 63 bytes of lower-case
+// letters, digits, '_', '-' and '.', starting with a letter or digit. The
+// limit keeps a queue name usable inside a NOTIFY channel name.
+var QueuePattern = regexp.MustCompile(`^[a-z0-9][a-z0-9_.-]{0,62}$`)
+
+// Defaults of Config and InsertOpts.
+const (
+	// DefaultQueue is the queue of a job inserted without one.
+	DefaultQueue = "default"
+	// DefaultMaxAttempts is the MaxAttempts of a job inserted without one.
+	DefaultMaxAttempts = 25
+	// DefaultMaxArgsSize is Config.MaxArgsSize's default: 1 MiB.
+	DefaultMaxArgsSize = 1 << 20
+	// DefaultLease is Config.Lease's default.
+	DefaultLease = 30 * time.Second
+	// DefaultJobTimeout is Config.JobTimeout's default.
+	DefaultJobTimeout = time.Minute
+	// DefaultFetchPollInterval is Config.FetchPollInterval's default.
+	DefaultFetchPollInterval = time.Second
+	// DefaultSchedulerInterval is Config.SchedulerInterval's default.
+	DefaultSchedulerInterval = time.Second
+	// DefaultUnknownKindDelay is Config.UnknownKindDelay's default.
+	DefaultUnknownKindDelay = time.Minute
+	// DefaultCancelGrace is Config.CancelGrace's default.
+	DefaultCancelGrace = 5 * time.Second
+)
+
+// QueueConfig configures how a client works one queue.
+type QueueConfig struct {
+	// MaxWorkers is how many jobs of the queue the client runs at once.
+	// Required: at least 1.
+	MaxWorkers int
+}
+
+// Config configures a Client. The zero value (or a nil *Config) is a client
+// that enqueues into the default schema and works no queues.
+type Config struct {
+	// Schema is the schema pgqueue's tables live in, as created by Migrate
+	// with the same name. Default DefaultSchema. Must match SchemaPattern.
+	Schema string
+
+	// Queues are the queues this client works, each with its concurrency.
+	// Empty: the client only enqueues, and Start is not needed.
+	Queues map[string]QueueConfig
+
+	// Workers holds the handlers by job kind. Required when Queues is not
+	// empty.
+	Workers *Workers
+
+	// ID names this client in running jobs' worker_id. Default: host name,
+	// process id and a random suffix.
+	ID string
+
+	// Lease is how long a claim is valid: a claimed job's lease_until is
+	// now() + Lease by the database clock. Default DefaultLease.
+	Lease time.Duration
+
+	// JobTimeout bounds each job's handler, unless its kind sets its own in
+	// WorkerOpts. Default DefaultJobTimeout; negative means no limit.
+	JobTimeout time.Duration
+
+	// FetchPollInterval is how often an idle queue asks the database for
+	// work. Default DefaultFetchPollInterval.
+	FetchPollInterval time.Duration
+
+	// SchedulerInterval is how often due scheduled jobs are made available,
+	// so a job starts within about this long of its run_at. Default
+	// DefaultSchedulerInterval.
+	SchedulerInterval time.Duration
+
+	// RetryPolicy computes the delay before a failed job's next attempt.
+	// Default: DefaultRetryPolicy.
+	RetryPolicy RetryPolicy
+
+	// UnknownKindDelay is how long a job whose kind has no worker waits
+	// before it is offered again. Its attempt is not spent. Default
+	// DefaultUnknownKindDelay.
+	UnknownKindDelay time.Duration
+
+	// MaxArgsSize caps the encoded size of a job's args in bytes. Default
+	// DefaultMaxArgsSize.
+	MaxArgsSize int
+
+	// CancelGrace is how long Stop waits for handlers to return after it
+	// cancelled them because its own context ended. Default
+	// DefaultCancelGrace.
+	CancelGrace time.Duration
+
+	// Logger receives the client's logs. Default: slog.Default().
+	Logger *slog.Logger
+}
+
+// withDefaults returns a copy of c with the defaults filled in, validated.
+func (c *Config) withDefaults() (*Config, error) {
+	if c == nil {
+		c = &Config{}
+	}
+	out := *c
+	out.Schema = cmp.Or(out.Schema, DefaultSchema)
+	out.ID = cmp.Or(out.ID, defaultClientID())
+	out.Lease = cmp.Or(out.Lease, DefaultLease)
+	out.JobTimeout = cmp.Or(out.JobTimeout, DefaultJobTimeout)
+	out.FetchPollInterval = cmp.Or(out.FetchPollInterval, DefaultFetchPollInterval)
+	out.SchedulerInterval = cmp.Or(out.SchedulerInterval, DefaultSchedulerInterval)
+	out.UnknownKindDelay = cmp.Or(out.UnknownKindDelay, DefaultUnknownKindDelay)
+	out.MaxArgsSize = cmp.Or(out.MaxArgsSize, DefaultMaxArgsSize)
+	out.CancelGrace = cmp.Or(out.CancelGrace, DefaultCancelGrace)
+	if out.RetryPolicy == nil {
+		out.RetryPolicy = DefaultRetryPolicy
+	}
+	if out.Logger == nil {
+		out.Logger = slog.Default()
+	}
+	if err := validateSchema(out.Schema); err != nil {
+		return nil, err
+	}
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{{"Lease", out.Lease}, {"FetchPollInterval", out.FetchPollInterval}, {"SchedulerInterval", out.SchedulerInterval}, {"UnknownKindDelay", out.UnknownKindDelay}, {"CancelGrace", out.CancelGrace}} {
+		if d.v < 0 {
+			return nil, fmt.Errorf("%w: %s must not be negative, got %s", ErrInvalidOption, d.name, d.v)
+		}
+	}
+	if out.Lease < time.Second {
+		return nil, fmt.Errorf("%w: Lease must be at least 1s, got %s", ErrInvalidOption, out.Lease)
+	}
+	if out.MaxArgsSize < 0 {
+		return nil, fmt.Errorf("%w: MaxArgsSize must not be negative, got %d", ErrInvalidOption, out.MaxArgsSize)
+	}
+	queues := make(map[string]QueueConfig, len(out.Queues))
+	for name, qc := range out.Queues {
+		if err := validateQueue(name); err != nil {
+			return nil, err
+		}
+		if qc.MaxWorkers < 1 {
+			return nil, fmt.Errorf("%w: queue %q: MaxWorkers must be at least 1, got %d", ErrInvalidOption, name, qc.MaxWorkers)
+		}
+		queues[name] = qc
+	}
+	out.Queues = queues
+	return &out, nil
+}
+
+func defaultClientID() string {
+	host, _ := os.Hostname()
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	return fmt.Sprintf("%s-%d-%s", cmp.Or(host, "host"), os.Getpid(), hex.EncodeToString(b[:]))
+}
+
+func validateQueue(name string) error {
+	if !QueuePattern.MatchString(name) {
+		return fmt.Errorf("%w: %q does not match %s", ErrInvalidQueue, name, QueuePattern)
+	}
+	return nil
+}
+
+// Client enqueues jobs and, once started, works the configured queues.
+// It is safe for concurrent use.
+type Client struct {
+	pool   *pgxpool.Pool
+	config *Config
+	q      *queries
+	log    *slog.Logger
+
+	mu      sync.Mutex
+	running *runState // nil unless started
+}
+
+// New returns a client on pool. A nil config means defaults (see Config).
+// New does not touch the database; the schema must have been created with
+// Migrate.
+func New(pool *pgxpool.Pool, config *Config) (*Client, error) {
+	if pool == nil {
+		return nil, ErrNilPool
+	}
+	cfg, err := config.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	if len(cfg.Queues) > 0 && cfg.Workers == nil {
+		return nil, ErrNoWorkers
+	}
+	q, err := loadQueries(cfg.Schema)
+	if err != nil {
+		return nil, err
+	}
+	return &Client{pool: pool, config: cfg, q: q, log: cfg.Logger}, nil
+}
+
+// ID returns the client's ID, as stored in the worker_id of the jobs it
+// claims.
+func (c *Client) ID() string { return c.config.ID }
+
+// InsertOpts are the options of one job. The zero value is a job on
+// DefaultQueue, priority 0, due now, with DefaultMaxAttempts attempts.
+type InsertOpts struct {
+	// Queue is the queue to insert into. Default DefaultQueue; must match
+	// QueuePattern.
+	Queue string
+	// Priority orders jobs within a queue: lower runs first. Default 0.
+	Priority int16
+	// RunAt delays the job until then. Zero: due now, by the database clock.
+	RunAt time.Time
+	// MaxAttempts is how many attempts a failing job gets before it is
+	// discarded. Default DefaultMaxAttempts.
+	MaxAttempts int
+	// Tags are free labels kept with the job.
+	Tags []string
+	// Meta is free data kept with the job, encoded as JSON.
+	Meta map[string]any
+}
+
+// EnqueueParams is one job of EnqueueMany.
+type EnqueueParams struct {
+	// Args are the job's args.
+	Args JobArgs
+	// Opts are its options; nil means defaults.
+	Opts *InsertOpts
+}
+
+// encodedJob is a validated job ready to be written.
+type encodedJob struct {
+	queue       string
+	kind        string
+	args        []byte
+	priority    int16
+	maxAttempts int
+	runAt       *time.Time
+	tags        []string
+	meta        []byte
+}
+
+func (c *Client) encode(args JobArgs, opts *InsertOpts) (*encodedJob, error) {
+	if args == nil {
+		return nil, fmt.Errorf("%w: nil args", ErrInvalidArgs)
+	}
+	kind := args.Kind()
+	if err := validateKind(kind); err != nil {
+		return nil, err
+	}
+	if opts == nil {
+		opts = &InsertOpts{}
+	}
+	queue := cmp.Or(opts.Queue, DefaultQueue)
+	if err := validateQueue(queue); err != nil {
+		return nil, fmt.Errorf("enqueue %s: %w", kind, err)
+	}
+	if opts.MaxAttempts < 0 || opts.MaxAttempts > math.MaxInt32 {
+		return nil, fmt.Errorf("%w: enqueue %s: MaxAttempts %d out of range", ErrInvalidOption, kind, opts.MaxAttempts)
+	}
+	encoded, err := json.Marshal(args)
+	if err != nil {
+		return nil, fmt.Errorf("%w: enqueue %s: %w", ErrInvalidArgs, kind, err)
+	}
+	if len(encoded) > c.config.MaxArgsSize {
+		return nil, fmt.Errorf("%w: enqueue %s: %d bytes, limit %d", ErrArgsTooLarge, kind, len(encoded), c.config.MaxArgsSize)
+	}
+	meta := []byte("{}")
+	if opts.Meta != nil {
+		if meta, err = json.Marshal(opts.Meta); err != nil {
+			return nil, fmt.Errorf("%w: enqueue %s: meta: %w", ErrInvalidArgs, kind, err)
+		}
+	}
+	job := &encodedJob{
+		queue:       queue,
+		kind:        kind,
+		args:        encoded,
+		priority:    opts.Priority,
+		maxAttempts: cmp.Or(opts.MaxAttempts, DefaultMaxAttempts),
+		tags:        opts.Tags,
+		meta:        meta,
+	}
+	if job.tags == nil {
+		job.tags = []string{}
+	}
+	if !opts.RunAt.IsZero() {
+		runAt := opts.RunAt
+		job.runAt = &runAt
+	}
+	return job, nil
+}
+
+func validateKind(kind string) error {
+	if kind == "" || len(kind) > 255 {
+		return fmt.Errorf("%w: %q", ErrInvalidKind, kind)
+	}
+	return nil
+}
+
+// Enqueue inserts one job and returns its row. The job is committed when
+// Enqueue returns; use EnqueueTx to make it part of your own transaction.
+func (c *Client) Enqueue(ctx context.Context, args JobArgs, opts *InsertOpts) (*JobRow, error) {
+	row, err := c.insert(ctx, c.pool, args, opts)
+	if err == nil {
+		c.wake(row.Queue)
+	}
+	return row, err
+}
+
+// EnqueueTx inserts one job inside tx: the job exists only if tx commits.
+func (c *Client) EnqueueTx(ctx context.Context, tx pgx.Tx, args JobArgs, opts *InsertOpts) (*JobRow, error) {
+	return c.insert(ctx, tx, args, opts)
+}
+
+type queryer interface {
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+	CopyFrom(ctx context.Context, table pgx.Identifier, columns []string, src pgx.CopyFromSource) (int64, error)
+}
+
+func (c *Client) insert(ctx context.Context, db queryer, args JobArgs, opts *InsertOpts) (*JobRow, error) {
+	if err := ctxError(ctx, "enqueue"); err != nil {
+		return nil, err
+	}
+	job, err := c.encode(args, opts)
+	if err != nil {
+		return nil, err
+	}
+	rows, err := db.Query(ctx, c.q.insert, job.queue, job.kind, job.args, job.priority, job.maxAttempts, job.runAt, job.tags, job.meta)
+	if err != nil {
+		return nil, dbError("enqueue "+job.kind, err)
+	}
+	row, err := pgx.CollectExactlyOneRow(rows, scanJobRow)
+	if err != nil {
+		return nil, dbError("enqueue "+job.kind, err)
+	}
+	return row, nil
+}
+
+// EnqueueMany inserts jobs with COPY, all or none, and returns how many it
+// inserted. Jobs with a RunAt are written as scheduled and made available
+// by the scheduler once due, so no client clock is ever compared with the
+// database's.
+func (c *Client) EnqueueMany(ctx context.Context, params []EnqueueParams) (int64, error) {
+	if err := ctxError(ctx, "enqueue many"); err != nil {
+		return 0, err
+	}
+	tx, err := c.pool.Begin(ctx)
+	if err != nil {
+		return 0, dbError("enqueue many: begin", err)
+	}
+	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+	n, err := c.EnqueueManyTx(ctx, tx, params)
+	if err != nil {
+		return 0, err
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return 0, dbError("enqueue many: commit", err)
+	}
+	for queue := range queuesOf(params) {
+		c.wake(queue)
+	}
+	return n, nil
+}
+
+// EnqueueManyTx inserts jobs with COPY inside tx: they exist only if tx
+// commits. See EnqueueMany.
+func (c *Client) EnqueueManyTx(ctx context.Context, tx pgx.Tx, params []EnqueueParams) (int64, error) {
+	if err := ctxError(ctx, "enqueue many"); err != nil {
+		return 0, err
+	}
+	var now, later [][]any
+	for i, p := range params {
+		job, err := c.encode(p.Args, p.Opts)
+		if err != nil {
+			return 0, fmt.Errorf("job %d: %w", i, err)
+		}
+		if job.runAt == nil {
+			now = append(now, []any{job.queue, job.kind, job.args, job.priority, job.maxAttempts, job.tags, job.meta})
+		} else {
+			later = append(later, []any{job.queue, job.kind, job.args, job.priority, job.maxAttempts, job.tags, job.meta, *job.runAt, string(StateScheduled)})
+		}
+	}
+	table := pgx.Identifier{c.config.Schema, "jobs"}
+	cols := []string{"queue", "kind", "args", "priority", "max_attempts", "tags", "meta"}
+	var total int64
+	if len(now) > 0 {
+		n, err := tx.CopyFrom(ctx, table, cols, pgx.CopyFromRows(now))
+		if err != nil {
+			return 0, dbError("enqueue many: copy", err)
+		}
+		total += n
+	}
+	if len(later) > 0 {
+		n, err := tx.CopyFrom(ctx, table, append(cols, "run_at", "state"), pgx.CopyFromRows(later))
+		if err != nil {
+			return 0, dbError("enqueue many: copy", err)
+		}
+		total += n
+	}
+	return total, nil
+}
+
+func queuesOf(params []EnqueueParams) map[string]struct{} {
+	out := map[string]struct{}{}
+	for _, p := range params {
+		q := DefaultQueue
+		if p.Opts != nil && p.Opts.Queue != "" {
+			q = p.Opts.Queue
+		}
+		out[q] = struct{}{}
+	}
+	return out
+}
+
+// scanJobRow reads a job row as returned by claim.sql and insert.sql, whose
+// RETURNING lists must keep this order.
+func scanJobRow(row pgx.CollectableRow) (*JobRow, error) {
+	var (
+		j                                    JobRow
+		state                                string
+		fence                                *int64
+		leaseUntil, attemptedAt, finalizedAt *time.Time
+		workerID                             *string
+		errs                                 []byte
+	)
+	err := row.Scan(&j.ID, &j.Queue, &j.Kind, &j.EncodedArgs, &j.Priority, &state, &j.Attempt, &j.MaxAttempts,
+		&j.RunAt, &fence, &leaseUntil, &workerID, &errs, &j.Tags, &j.Meta,
+		&j.CreatedAt, &attemptedAt, &finalizedAt)
+	if err != nil {
+		return nil, err
+	}
+	j.State = JobState(state)
+	if fence != nil {
+		j.Fence = *fence
+	}
+	if leaseUntil != nil {
+		j.LeaseUntil = *leaseUntil
+	}
+	if workerID != nil {
+		j.WorkerID = *workerID
+	}
+	if attemptedAt != nil {
+		j.AttemptedAt = *attemptedAt
+	}
+	if finalizedAt != nil {
+		j.FinalizedAt = *finalizedAt
+	}
+	if err := json.Unmarshal(errs, &j.Errors); err != nil {
+		return nil, fmt.Errorf("decode errors of job %d: %w", j.ID, err)
+	}
+	return &j, nil
+}
+
+func collectJobRows(rows pgx.Rows) ([]*JobRow, error) {
+	return pgx.CollectRows(rows, scanJobRow)
+}

@@ -1,0 +1,23 @@
+-- claim: take up to $2 available jobs of queue $1 for worker $4, each with a
+-- new fence token and a lease of $3 microseconds. SKIP LOCKED lets concurrent
+-- claimers pass over each other's rows instead of waiting on them.
+WITH picked AS (
+    SELECT id
+    FROM {{schema}}.jobs
+    WHERE state = 'available' AND queue = $1
+    ORDER BY priority, run_at, id
+    LIMIT $2
+    FOR UPDATE SKIP LOCKED
+)
+UPDATE {{schema}}.jobs j
+SET state        = 'running',
+    attempt      = j.attempt + 1,
+    fence        = nextval('{{schema}}.fence_seq'),
+    lease_until  = now() + $3::bigint * interval '1 microsecond',
+    worker_id    = $4,
+    attempted_at = now()
+FROM picked
+WHERE j.id = picked.id
+RETURNING j.id, j.queue, j.kind, j.args, j.priority, j.state, j.attempt, j.max_attempts,
+          j.run_at, j.fence, j.lease_until, j.worker_id, j.errors, j.tags, j.meta,
+          j.created_at, j.attempted_at, j.finalized_at
