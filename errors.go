@@ -53,12 +53,18 @@ var (
 	// worker.
 	ErrDuplicateWorker = errors.New("pgqueue: worker already registered for kind")
 
-	// ErrLeaseLost is returned when a write about a claimed job (complete,
-	// fail, snooze, cancel) was refused because the job no longer carries
-	// the caller's fence token or is no longer running: another worker took
-	// it over, or an operator changed it. Nothing the caller said reached
-	// the row.
+	// ErrLeaseLost is returned by CompleteTx, and is the cause of a running
+	// job's context cancellation, when the job's claim is gone: the job no
+	// longer carries the worker's fence token or is no longer running (it
+	// was rescued after its lease expired, or an operator changed it), or
+	// the worker could not renew the lease before it ran out. Nothing a
+	// stale worker writes about the job reaches the row.
 	ErrLeaseLost = errors.New("pgqueue: job lease lost")
+
+	// ErrStaleFence is returned by CheckFenceTx when a higher fence token
+	// was already recorded for the resource: the caller's claim was taken
+	// over, and its write must not happen. Roll back.
+	ErrStaleFence = errors.New("pgqueue: stale fence token")
 
 	// ErrNoWorkers is returned by Start when the client has queues to work
 	// but no Workers in its Config.

@@ -25,6 +25,7 @@ var SchemaPattern = regexp.MustCompile(`^[a-z_][a-z0-9_]{0,62}$`)
 // queries holds every statement of sql/, with the schema filled in once.
 type queries struct {
 	claim, insert, complete, fail, cancel, snooze, release, schedule string
+	heartbeat, rescueCandidates, rescue, jobOutcome, checkFence      string
 }
 
 func validateSchema(schema string) error {
@@ -48,6 +49,8 @@ func loadQueries(schema string) (*queries, error) {
 	for name, dst := range map[string]*string{
 		"claim": &q.claim, "insert": &q.insert, "complete": &q.complete, "fail": &q.fail,
 		"cancel": &q.cancel, "snooze": &q.snooze, "release": &q.release, "schedule": &q.schedule,
+		"heartbeat": &q.heartbeat, "rescue_candidates": &q.rescueCandidates, "rescue": &q.rescue,
+		"job_outcome": &q.jobOutcome, "check_fence": &q.checkFence,
 	} {
 		b, err := sqlFiles.ReadFile("sql/" + name + ".sql")
 		if err != nil {

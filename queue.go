@@ -42,6 +42,8 @@ const (
 	DefaultSchedulerInterval = time.Second
 	// DefaultUnknownKindDelay is Config.UnknownKindDelay's default.
 	DefaultUnknownKindDelay = time.Minute
+	// DefaultRescueInterval is Config.RescueInterval's default.
+	DefaultRescueInterval = 5 * time.Second
 	// DefaultCancelGrace is Config.CancelGrace's default.
 	DefaultCancelGrace = 5 * time.Second
 )
@@ -75,6 +77,15 @@ type Config struct {
 	// Lease is how long a claim is valid: a claimed job's lease_until is
 	// now() + Lease by the database clock. Default DefaultLease.
 	Lease time.Duration
+
+	// HeartbeatInterval is how often the leases of running jobs are
+	// renewed. Default Lease/3.
+	HeartbeatInterval time.Duration
+
+	// RescueInterval is how often running jobs whose lease expired are put
+	// back (to be retried) or discarded (attempts used up). Default
+	// DefaultRescueInterval.
+	RescueInterval time.Duration
 
 	// JobTimeout bounds each job's handler, unless its kind sets its own in
 	// WorkerOpts. Default DefaultJobTimeout; negative means no limit.
@@ -120,6 +131,8 @@ func (c *Config) withDefaults() (*Config, error) {
 	out.Schema = cmp.Or(out.Schema, DefaultSchema)
 	out.ID = cmp.Or(out.ID, defaultClientID())
 	out.Lease = cmp.Or(out.Lease, DefaultLease)
+	out.HeartbeatInterval = cmp.Or(out.HeartbeatInterval, out.Lease/3)
+	out.RescueInterval = cmp.Or(out.RescueInterval, DefaultRescueInterval)
 	out.JobTimeout = cmp.Or(out.JobTimeout, DefaultJobTimeout)
 	out.FetchPollInterval = cmp.Or(out.FetchPollInterval, DefaultFetchPollInterval)
 	out.SchedulerInterval = cmp.Or(out.SchedulerInterval, DefaultSchedulerInterval)
@@ -138,13 +151,16 @@ func (c *Config) withDefaults() (*Config, error) {
 	for _, d := range []struct {
 		name string
 		v    time.Duration
-	}{{"Lease", out.Lease}, {"FetchPollInterval", out.FetchPollInterval}, {"SchedulerInterval", out.SchedulerInterval}, {"UnknownKindDelay", out.UnknownKindDelay}, {"CancelGrace", out.CancelGrace}} {
+	}{{"Lease", out.Lease}, {"HeartbeatInterval", out.HeartbeatInterval}, {"RescueInterval", out.RescueInterval}, {"FetchPollInterval", out.FetchPollInterval}, {"SchedulerInterval", out.SchedulerInterval}, {"UnknownKindDelay", out.UnknownKindDelay}, {"CancelGrace", out.CancelGrace}} {
 		if d.v < 0 {
 			return nil, fmt.Errorf("%w: %s must not be negative, got %s", ErrInvalidOption, d.name, d.v)
 		}
 	}
 	if out.Lease < time.Second {
 		return nil, fmt.Errorf("%w: Lease must be at least 1s, got %s", ErrInvalidOption, out.Lease)
+	}
+	if out.HeartbeatInterval >= out.Lease {
+		return nil, fmt.Errorf("%w: HeartbeatInterval %s must be shorter than Lease %s", ErrInvalidOption, out.HeartbeatInterval, out.Lease)
 	}
 	if out.MaxArgsSize < 0 {
 		return nil, fmt.Errorf("%w: MaxArgsSize must not be negative, got %d", ErrInvalidOption, out.MaxArgsSize)
@@ -184,6 +200,8 @@ type Client struct {
 	config *Config
 	q      *queries
 	log    *slog.Logger
+
+	testHooks testHooks
 
 	mu      sync.Mutex
 	running *runState // nil unless started
@@ -467,4 +485,14 @@ func scanJobRow(row pgx.CollectableRow) (*JobRow, error) {
 
 func collectJobRows(rows pgx.Rows) ([]*JobRow, error) {
 	return pgx.CollectRows(rows, scanJobRow)
+}
+
+// testHooks let tests force races; all nil outside tests.
+type testHooks struct {
+	// beforeRescueWrite runs between reading expired jobs and putting them
+	// back.
+	beforeRescueWrite func(ids []int64)
+	// recordExec, when set, replaces the statement that records a job's
+	// result, so tests can lose its reply.
+	recordExec func(ctx context.Context, query string, args ...any) (pgconn.CommandTag, error)
 }

@@ -5,8 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"runtime/debug"
+	"strings"
 	"sync"
 	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // Worker works jobs of one kind. Work returns nil when the job is done, an
@@ -98,7 +101,8 @@ type runState struct {
 	// base is Start's context, detached from cancellation: the parent of
 	// the writes that record results, so they land even while stopping.
 	base context.Context
-	// fetch ends when Stop begins: producers and the scheduler watch it.
+	// fetch ends when Stop begins: producers, the scheduler and the
+	// rescuer watch it.
 	fetch       context.Context
 	cancelFetch context.CancelFunc
 	// jobs is the parent of every job's context; Stop cancels it with
@@ -107,8 +111,12 @@ type runState struct {
 	cancelJobs context.CancelCauseFunc
 
 	producers map[string]*producer
-	loops     sync.WaitGroup // producers and the scheduler
+	active    activeJobs
+	loops     sync.WaitGroup // producers, scheduler, rescuer
 	running   sync.WaitGroup // executors
+	// Heartbeats go on while running jobs finish during Stop.
+	heartbeatsDone chan struct{}
+	heartbeats     sync.WaitGroup
 }
 
 // Start begins working the configured queues and running the scheduler.
@@ -126,7 +134,12 @@ func (c *Client) Start(ctx context.Context) error {
 	if err := c.pool.Ping(ctx); err != nil {
 		return dbError("start", err)
 	}
-	rs := &runState{base: context.WithoutCancel(ctx), producers: map[string]*producer{}}
+	rs := &runState{
+		base:           context.WithoutCancel(ctx),
+		producers:      map[string]*producer{},
+		active:         activeJobs{byID: map[int64]*activeJob{}},
+		heartbeatsDone: make(chan struct{}),
+	}
 	rs.fetch, rs.cancelFetch = context.WithCancel(ctx)
 	rs.jobs, rs.cancelJobs = context.WithCancelCause(ctx)
 	for name, qc := range c.config.Queues {
@@ -142,8 +155,11 @@ func (c *Client) Start(ctx context.Context) error {
 		rs.loops.Add(1)
 		go p.run()
 	}
-	rs.loops.Add(1)
+	rs.loops.Add(2)
 	go c.runScheduler(rs)
+	go c.runRescuer(rs)
+	rs.heartbeats.Add(1)
+	go c.runHeartbeats(rs)
 	c.running = rs
 	return nil
 }
@@ -165,6 +181,10 @@ func (c *Client) Stop(ctx context.Context) error {
 	}
 	rs.cancelFetch()
 	rs.loops.Wait()
+	defer func() {
+		close(rs.heartbeatsDone)
+		rs.heartbeats.Wait()
+	}()
 
 	done := make(chan struct{})
 	go func() {
@@ -233,6 +253,7 @@ func (p *producer) run() {
 	for {
 		if fetchNow && running < p.max && p.rs.fetch.Err() == nil {
 			want := p.max - running
+			sent := time.Now()
 			jobs, err := c.claim(p.rs, p.queue, want)
 			switch {
 			case err != nil:
@@ -242,7 +263,7 @@ func (p *producer) run() {
 				for _, row := range jobs {
 					running++
 					p.rs.running.Add(1)
-					go c.execute(p, row)
+					go c.execute(p, row, sent)
 				}
 				more = len(jobs) == want
 			}
@@ -292,13 +313,18 @@ func (c *Client) claim(rs *runState, queue string, limit int) ([]*JobRow, error)
 	return jobs, nil
 }
 
-// execute runs one claimed job and records its result.
-func (c *Client) execute(p *producer, row *JobRow) {
+// execute runs one claimed job and records its result. sent is when its
+// claim was sent, the earliest its lease can have started.
+func (c *Client) execute(p *producer, row *JobRow, sent time.Time) {
 	defer func() { p.doneCh <- struct{}{} }()
 	defer p.rs.running.Done()
 
+	ctx, cancel := context.WithCancelCause(p.rs.jobs)
+	defer cancel(nil)
+	job := p.rs.active.add(row, cancel, sent, c.config.Lease)
 	w := c.config.Workers.lookup(row.Kind)
 	if w == nil {
+		p.rs.active.remove(job)
 		note := fmt.Sprintf("%s %q; waiting %s for a worker that knows it", ErrUnknownKind, row.Kind, c.config.UnknownKindDelay)
 		c.record(p.rs, row, c.q.snooze, c.config.UnknownKindDelay.Microseconds(), note)
 		return
@@ -307,18 +333,24 @@ func (c *Client) execute(p *producer, row *JobRow) {
 	if timeout == 0 {
 		timeout = c.config.JobTimeout
 	}
-	ctx, cancel := p.rs.jobs, context.CancelFunc(func() {})
+	handlerCtx, cancelTimeout := ctx, context.CancelFunc(func() {})
 	if timeout > 0 {
-		ctx, cancel = context.WithTimeout(ctx, timeout)
+		handlerCtx, cancelTimeout = context.WithTimeout(ctx, timeout)
 	}
-	err, trace := runHandler(ctx, w, row)
-	cancel()
+	err, trace := runHandler(handlerCtx, w, row)
+	cancelTimeout()
+	p.rs.active.remove(job)
 
 	var (
 		cancelErr *jobCancelError
 		snoozeErr *jobSnoozeError
 	)
 	switch {
+	case job.completedInTx.Load() && c.landed(p.rs, row):
+		// The handler's CompleteTx committed: nothing left to write.
+	case job.lost.Load():
+		// A heartbeat found the claim gone; a write would be refused.
+		c.log.Warn("pgqueue: job result dropped, lease lost", "job", row.ID, "kind", row.Kind, "fence", row.Fence, "err", err)
 	case err == nil:
 		c.record(p.rs, row, c.q.complete)
 	case p.rs.jobs.Err() != nil:
@@ -350,18 +382,90 @@ func runHandler(ctx context.Context, w *registeredWorker, row *JobRow) (err erro
 }
 
 // record runs a fenced write about row (complete.sql, fail.sql, ...) whose
-// first two parameters are the job's id and fence.
+// first two parameters are the job's id and fence. When the write's outcome
+// is unknown (the connection broke after the statement was sent, or its
+// deadline passed) it reads the row back to learn whether it landed, and
+// writes again only if it did not: the fence makes that safe. It gives up
+// after a lease's time, when the rescuer will have taken the job anyway.
 func (c *Client) record(rs *runState, row *JobRow, query string, args ...any) {
+	args = append([]any{row.ID, row.Fence}, args...)
+	giveUp := time.Now().Add(c.config.Lease)
+	for wait := 50 * time.Millisecond; ; wait = min(2*wait, time.Second) {
+		exec := c.pool.Exec
+		if c.testHooks.recordExec != nil {
+			exec = c.testHooks.recordExec
+		}
+		ctx, cancel := context.WithTimeout(rs.base, writeTimeout)
+		tag, err := exec(ctx, query, args...)
+		cancel()
+		switch {
+		case err == nil && tag.RowsAffected() == 1:
+			return
+		case err == nil:
+			if !c.landed(rs, row) {
+				c.log.Warn("pgqueue: job result refused", "job", row.ID, "kind", row.Kind, "fence", row.Fence, "err", ErrLeaseLost)
+			}
+			return
+		case isServerError(err):
+			// The server answered: the statement failed and changed nothing.
+			c.log.Error("pgqueue: recording job result failed", "job", row.ID, "kind", row.Kind, "err", err)
+			return
+		case !pgconn.SafeToRetry(err):
+			if outcome, ok := c.outcome(rs, row); ok && outcome != outcomePending {
+				if outcome == outcomeLost {
+					c.log.Warn("pgqueue: job result refused", "job", row.ID, "kind", row.Kind, "fence", row.Fence, "err", ErrLeaseLost)
+				}
+				return
+			}
+		}
+		if time.Now().After(giveUp) {
+			// The job stays running until its lease ends; then it is rescued.
+			c.log.Error("pgqueue: giving up recording job result", "job", row.ID, "kind", row.Kind, "err", err)
+			return
+		}
+		time.Sleep(wait)
+	}
+}
+
+// jobOutcome is what reading a job back tells about a write by its fence
+// holder.
+type jobOutcome int
+
+const (
+	outcomePending jobOutcome = iota // still running under our fence: the write did not land
+	outcomeLanded                    // our fence, no longer running: a write of ours landed
+	outcomeLost                      // another fence: the job was taken over
+)
+
+// outcome reads row back by id and fence; ok is false when that failed too.
+func (c *Client) outcome(rs *runState, row *JobRow) (jobOutcome, bool) {
 	ctx, cancel := context.WithTimeout(rs.base, writeTimeout)
 	defer cancel()
-	tag, err := c.pool.Exec(ctx, query, append([]any{row.ID, row.Fence}, args...)...)
-	switch {
-	case err != nil:
-		// The job stays running under its lease; it is not lost.
-		c.log.Error("pgqueue: recording job result failed", "job", row.ID, "kind", row.Kind, "err", err)
-	case tag.RowsAffected() == 0:
-		c.log.Warn("pgqueue: job result refused", "job", row.ID, "kind", row.Kind, "fence", row.Fence, "err", ErrLeaseLost)
+	var state string
+	var fence *int64
+	if err := c.pool.QueryRow(ctx, c.q.jobOutcome, row.ID).Scan(&state, &fence); err != nil {
+		return 0, false
 	}
+	switch {
+	case fence == nil || *fence != row.Fence:
+		return outcomeLost, true
+	case JobState(state) == StateRunning:
+		return outcomePending, true
+	default:
+		return outcomeLanded, true
+	}
+}
+
+// landed reports whether a write by row's fence holder already ended the
+// job, such as the handler's own CompleteTx.
+func (c *Client) landed(rs *runState, row *JobRow) bool {
+	o, ok := c.outcome(rs, row)
+	return ok && o == outcomeLanded
+}
+
+func isServerError(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && !strings.HasPrefix(pgErr.Code, "40") && !strings.HasPrefix(pgErr.Code, "57P")
 }
 
 // runScheduler makes due scheduled jobs available and wakes the local

@@ -1,0 +1,68 @@
+package pgqueue
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// staleFenceCode is the SQLSTATE check_fence raises for a stale token.
+const staleFenceCode = "PQF01"
+
+// CompleteTx completes job inside tx, so the job's database effects and its
+// completion commit together or not at all. It returns ErrLeaseLost when
+// the job no longer carries job.Fence or is no longer running (another
+// worker took it over): roll tx back then. Once tx commits, the worker
+// that runs the job does not complete it again, whatever the handler
+// returns.
+//
+// Call it from a handler with job.JobRow; tx may be on any connection to
+// the same database.
+func (c *Client) CompleteTx(ctx context.Context, tx pgx.Tx, job *JobRow) error {
+	if job == nil {
+		return fmt.Errorf("%w: nil job", ErrInvalidArgs)
+	}
+	tag, err := tx.Exec(ctx, c.q.complete, job.ID, job.Fence)
+	if err != nil {
+		return dbError(fmt.Sprintf("complete job %d", job.ID), err)
+	}
+	if tag.RowsAffected() == 0 {
+		return fmt.Errorf("complete job %d with fence %d: %w", job.ID, job.Fence, ErrLeaseLost)
+	}
+	c.markCompletedInTx(job)
+	return nil
+}
+
+// CheckFenceTx records token as the highest fence token seen for resource,
+// inside tx, or returns ErrStaleFence when a higher token was already
+// recorded. Do your write to resource in the same tx: the check holds a lock
+// on resource's fence row until tx ends, so a stale holder can neither pass
+// the check nor slip a write in after a newer holder's. Equal tokens pass,
+// so one holder may write many times.
+//
+// Pass a job's Fence as token to fence writes made on the job's behalf. In
+// SQL the same check is the function <schema>.check_fence(resource, token),
+// which raises SQLSTATE PQF01.
+func (c *Client) CheckFenceTx(ctx context.Context, tx pgx.Tx, resource string, token int64) error {
+	if _, err := tx.Exec(ctx, c.q.checkFence, resource, token); err != nil {
+		if IsStaleFence(err) {
+			return fmt.Errorf("check fence %q token %d: %w", resource, token, ErrStaleFence)
+		}
+		return dbError(fmt.Sprintf("check fence %q", resource), err)
+	}
+	return nil
+}
+
+// IsStaleFence reports whether err is, or wraps, a stale-token refusal:
+// ErrStaleFence or the PQF01 error that <schema>.check_fence raises in your
+// own SQL.
+func IsStaleFence(err error) bool {
+	if errors.Is(err, ErrStaleFence) {
+		return true
+	}
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && pgErr.Code == staleFenceCode
+}

@@ -1,0 +1,2 @@
+DROP FUNCTION IF EXISTS {{schema}}.check_fence(text, bigint);
+DROP TABLE IF EXISTS {{schema}}.fences;

@@ -1,0 +1,8 @@
+-- heartbeat: extend the leases of a client's running jobs, each only while
+-- the client still holds its fence. The ids returned are the jobs still
+-- held; any other job of the batch was lost.
+UPDATE {{schema}}.jobs j
+SET lease_until = now() + $3::bigint * interval '1 microsecond'
+FROM unnest($1::bigint[], $2::bigint[]) AS h(id, fence)
+WHERE j.id = h.id AND j.fence = h.fence AND j.state = 'running'
+RETURNING j.id

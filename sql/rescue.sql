@@ -1,0 +1,15 @@
+-- rescue: put back jobs whose lease expired, but only those still as
+-- rescue_candidates read them (same fence, still running, still expired), so
+-- a completion that landed in between is never overwritten. A rescued job
+-- gets a new fence at once: whatever its old holder writes later is refused.
+UPDATE {{schema}}.jobs j
+SET errors = j.errors || jsonb_build_object('attempt', j.attempt, 'at', now(),
+        'error', 'lease expired (worker ' || coalesce(j.worker_id, '?') || ')'),
+    state = CASE WHEN j.attempt >= j.max_attempts THEN 'discarded' ELSE 'scheduled' END,
+    run_at = CASE WHEN j.attempt >= j.max_attempts THEN j.run_at
+                  ELSE now() + greatest(r.delay, 0) * interval '1 microsecond' END,
+    finalized_at = CASE WHEN j.attempt >= j.max_attempts THEN now() END,
+    fence = nextval('{{schema}}.fence_seq'),
+    lease_until = NULL
+FROM unnest($1::bigint[], $2::bigint[], $3::bigint[]) AS r(id, fence, delay)
+WHERE j.id = r.id AND j.fence = r.fence AND j.state = 'running' AND j.lease_until < now()
