@@ -66,6 +66,29 @@ var (
 	// over, and its write must not happen. Roll back.
 	ErrStaleFence = errors.New("pgqueue: stale fence token")
 
+	// ErrLockBusy is returned by the Try forms of the locks, and by
+	// AcquireLease, when another holder has the lock.
+	ErrLockBusy = errors.New("pgqueue: lock busy")
+
+	// ErrLockLost is the cause of a SessionLock's context when its
+	// connection died, and is returned by Unlock then; Lease.Renew and
+	// Lease.Release return it when the lease expired or was taken over.
+	ErrLockLost = errors.New("pgqueue: lock lost")
+
+	// ErrLockReleased is the cause of a SessionLock's context after Unlock.
+	ErrLockReleased = errors.New("pgqueue: lock released")
+
+	// ErrNotLocked is returned by SessionLock.Unlock when PostgreSQL
+	// answered that the session did not hold the lock, or when it was
+	// already unlocked.
+	ErrNotLocked = errors.New("pgqueue: lock not held")
+
+	// ErrNoSessionAffinity is returned by SessionLock when statements on one
+	// connection reach different server sessions, as through PgBouncer in
+	// transaction mode: session advisory locks cannot work there. Use
+	// lease locks (AcquireLease), which keep no session state.
+	ErrNoSessionAffinity = errors.New("pgqueue: connection has no session affinity (pooler in transaction mode?); session locks need one, use lease locks")
+
 	// ErrNoWorkers is returned by Start when the client has queues to work
 	// but no Workers in its Config.
 	ErrNoWorkers = errors.New("pgqueue: no workers configured")

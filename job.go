@@ -3,6 +3,8 @@ package pgqueue
 import (
 	"encoding/json"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 )
 
 // JobArgs is implemented by the argument type of each kind of job. The args
@@ -101,6 +103,8 @@ type JobRow struct {
 	AttemptedAt time.Time
 	// FinalizedAt is when the job reached a final state.
 	FinalizedAt time.Time
+	// SingletonKey is the job's singleton key, empty for ordinary jobs.
+	SingletonKey string
 }
 
 // Job is a claimed job handed to a Worker, with its args decoded.
@@ -108,13 +112,29 @@ type Job[T JobArgs] struct {
 	*JobRow
 	// Args is the decoded args.
 	Args T
+	// Tx is the transaction that holds a singleton job's lock in
+	// SingletonXact mode; nil otherwise. Do the job's database work in it:
+	// pgqueue completes the job in it and commits it when the handler
+	// returns nil, and rolls it back otherwise.
+	Tx pgx.Tx
+	// LockFence is the fence token of a singleton job's lock acquisition,
+	// higher than every earlier holder's of the same key; 0 for ordinary
+	// jobs. Fence writes made under the lock with it (CheckFenceTx with
+	// resource SingletonResource(key)).
+	LockFence int64
+}
+
+// lockGrant is what the executor hands a singleton job's handler.
+type lockGrant struct {
+	tx    pgx.Tx
+	fence int64
 }
 
 // decodeArgs decodes a row's args into a T.
-func decodeArgs[T JobArgs](row *JobRow) (*Job[T], error) {
+func decodeArgs[T JobArgs](row *JobRow, grant lockGrant) (*Job[T], error) {
 	var args T
 	if err := json.Unmarshal(row.EncodedArgs, &args); err != nil {
 		return nil, err
 	}
-	return &Job[T]{JobRow: row, Args: args}, nil
+	return &Job[T]{JobRow: row, Args: args, Tx: grant.tx, LockFence: grant.fence}, nil
 }

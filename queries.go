@@ -24,8 +24,10 @@ var SchemaPattern = regexp.MustCompile(`^[a-z_][a-z0-9_]{0,62}$`)
 
 // queries holds every statement of sql/, with the schema filled in once.
 type queries struct {
-	claim, insert, complete, fail, cancel, snooze, release, schedule string
-	heartbeat, rescueCandidates, rescue, jobOutcome, checkFence      string
+	claim, insert, complete, fail, cancel, snooze, release, schedule  string
+	heartbeat, rescueCandidates, rescue, jobOutcome, checkFence       string
+	xactLock, tryXactLock, sessionLock, trySessionLock, sessionUnlock string
+	leaseAcquire, leaseRenew, leaseRelease                            string
 }
 
 func validateSchema(schema string) error {
@@ -51,6 +53,9 @@ func loadQueries(schema string) (*queries, error) {
 		"cancel": &q.cancel, "snooze": &q.snooze, "release": &q.release, "schedule": &q.schedule,
 		"heartbeat": &q.heartbeat, "rescue_candidates": &q.rescueCandidates, "rescue": &q.rescue,
 		"job_outcome": &q.jobOutcome, "check_fence": &q.checkFence,
+		"xact_lock": &q.xactLock, "try_xact_lock": &q.tryXactLock, "session_lock": &q.sessionLock,
+		"try_session_lock": &q.trySessionLock, "session_unlock": &q.sessionUnlock,
+		"lease_acquire": &q.leaseAcquire, "lease_renew": &q.leaseRenew, "lease_release": &q.leaseRelease,
 	} {
 		b, err := sqlFiles.ReadFile("sql/" + name + ".sql")
 		if err != nil {

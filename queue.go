@@ -42,6 +42,8 @@ const (
 	DefaultSchedulerInterval = time.Second
 	// DefaultUnknownKindDelay is Config.UnknownKindDelay's default.
 	DefaultUnknownKindDelay = time.Minute
+	// DefaultLeaderTTL is Config.LeaderTTL's default.
+	DefaultLeaderTTL = 10 * time.Second
 	// DefaultRescueInterval is Config.RescueInterval's default.
 	DefaultRescueInterval = 5 * time.Second
 	// DefaultCancelGrace is Config.CancelGrace's default.
@@ -104,10 +106,20 @@ type Config struct {
 	// Default: DefaultRetryPolicy.
 	RetryPolicy RetryPolicy
 
+	// LeaderTTL is the lease of the maintenance leader: one client per
+	// schema runs the scheduler and the rescuer at a time, and when it dies
+	// another takes over within about this long. Default DefaultLeaderTTL.
+	LeaderTTL time.Duration
+
 	// UnknownKindDelay is how long a job whose kind has no worker waits
 	// before it is offered again. Its attempt is not spent. Default
 	// DefaultUnknownKindDelay.
 	UnknownKindDelay time.Duration
+
+	// SingletonRetryDelay is how long a singleton job whose key is held by
+	// another job waits before it is offered again; its attempt is not
+	// spent. Default DefaultSingletonRetryDelay.
+	SingletonRetryDelay time.Duration
 
 	// MaxArgsSize caps the encoded size of a job's args in bytes. Default
 	// DefaultMaxArgsSize.
@@ -133,12 +145,14 @@ func (c *Config) withDefaults() (*Config, error) {
 	out.Lease = cmp.Or(out.Lease, DefaultLease)
 	out.HeartbeatInterval = cmp.Or(out.HeartbeatInterval, out.Lease/3)
 	out.RescueInterval = cmp.Or(out.RescueInterval, DefaultRescueInterval)
+	out.LeaderTTL = cmp.Or(out.LeaderTTL, DefaultLeaderTTL)
 	out.JobTimeout = cmp.Or(out.JobTimeout, DefaultJobTimeout)
 	out.FetchPollInterval = cmp.Or(out.FetchPollInterval, DefaultFetchPollInterval)
 	out.SchedulerInterval = cmp.Or(out.SchedulerInterval, DefaultSchedulerInterval)
 	out.UnknownKindDelay = cmp.Or(out.UnknownKindDelay, DefaultUnknownKindDelay)
 	out.MaxArgsSize = cmp.Or(out.MaxArgsSize, DefaultMaxArgsSize)
 	out.CancelGrace = cmp.Or(out.CancelGrace, DefaultCancelGrace)
+	out.SingletonRetryDelay = cmp.Or(out.SingletonRetryDelay, DefaultSingletonRetryDelay)
 	if out.RetryPolicy == nil {
 		out.RetryPolicy = DefaultRetryPolicy
 	}
@@ -249,6 +263,10 @@ type InsertOpts struct {
 	Tags []string
 	// Meta is free data kept with the job, encoded as JSON.
 	Meta map[string]any
+	// SingletonKey, when set, makes the job a singleton: at most one job
+	// with this key runs at a time across all processes. See
+	// WorkerOpts.SingletonMode.
+	SingletonKey string
 }
 
 // EnqueueParams is one job of EnqueueMany.
@@ -269,6 +287,7 @@ type encodedJob struct {
 	runAt       *time.Time
 	tags        []string
 	meta        []byte
+	singleton   *string
 }
 
 func (c *Client) encode(args JobArgs, opts *InsertOpts) (*encodedJob, error) {
@@ -314,6 +333,10 @@ func (c *Client) encode(args JobArgs, opts *InsertOpts) (*encodedJob, error) {
 	if job.tags == nil {
 		job.tags = []string{}
 	}
+	if opts.SingletonKey != "" {
+		key := opts.SingletonKey
+		job.singleton = &key
+	}
 	if !opts.RunAt.IsZero() {
 		runAt := opts.RunAt
 		job.runAt = &runAt
@@ -357,7 +380,7 @@ func (c *Client) insert(ctx context.Context, db queryer, args JobArgs, opts *Ins
 	if err != nil {
 		return nil, err
 	}
-	rows, err := db.Query(ctx, c.q.insert, job.queue, job.kind, job.args, job.priority, job.maxAttempts, job.runAt, job.tags, job.meta)
+	rows, err := db.Query(ctx, c.q.insert, job.queue, job.kind, job.args, job.priority, job.maxAttempts, job.runAt, job.tags, job.meta, job.singleton)
 	if err != nil {
 		return nil, dbError("enqueue "+job.kind, err)
 	}
@@ -407,13 +430,13 @@ func (c *Client) EnqueueManyTx(ctx context.Context, tx pgx.Tx, params []EnqueueP
 			return 0, fmt.Errorf("job %d: %w", i, err)
 		}
 		if job.runAt == nil {
-			now = append(now, []any{job.queue, job.kind, job.args, job.priority, job.maxAttempts, job.tags, job.meta})
+			now = append(now, []any{job.queue, job.kind, job.args, job.priority, job.maxAttempts, job.tags, job.meta, job.singleton})
 		} else {
-			later = append(later, []any{job.queue, job.kind, job.args, job.priority, job.maxAttempts, job.tags, job.meta, *job.runAt, string(StateScheduled)})
+			later = append(later, []any{job.queue, job.kind, job.args, job.priority, job.maxAttempts, job.tags, job.meta, job.singleton, *job.runAt, string(StateScheduled)})
 		}
 	}
 	table := pgx.Identifier{c.config.Schema, "jobs"}
-	cols := []string{"queue", "kind", "args", "priority", "max_attempts", "tags", "meta"}
+	cols := []string{"queue", "kind", "args", "priority", "max_attempts", "tags", "meta", "singleton_key"}
 	var total int64
 	if len(now) > 0 {
 		n, err := tx.CopyFrom(ctx, table, cols, pgx.CopyFromRows(now))
@@ -452,12 +475,12 @@ func scanJobRow(row pgx.CollectableRow) (*JobRow, error) {
 		state                                string
 		fence                                *int64
 		leaseUntil, attemptedAt, finalizedAt *time.Time
-		workerID                             *string
+		workerID, singleton                  *string
 		errs                                 []byte
 	)
 	err := row.Scan(&j.ID, &j.Queue, &j.Kind, &j.EncodedArgs, &j.Priority, &state, &j.Attempt, &j.MaxAttempts,
 		&j.RunAt, &fence, &leaseUntil, &workerID, &errs, &j.Tags, &j.Meta,
-		&j.CreatedAt, &attemptedAt, &finalizedAt)
+		&j.CreatedAt, &attemptedAt, &finalizedAt, &singleton)
 	if err != nil {
 		return nil, err
 	}
@@ -470,6 +493,9 @@ func scanJobRow(row pgx.CollectableRow) (*JobRow, error) {
 	}
 	if workerID != nil {
 		j.WorkerID = *workerID
+	}
+	if singleton != nil {
+		j.SingletonKey = *singleton
 	}
 	if attemptedAt != nil {
 		j.AttemptedAt = *attemptedAt

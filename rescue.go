@@ -7,13 +7,12 @@ import (
 
 // runRescuer puts back running jobs whose lease expired: their worker died,
 // hung or lost the database.
-func (c *Client) runRescuer(rs *runState) {
-	defer rs.loops.Done()
+func (c *Client) runRescuer(rs *runState, ctx context.Context) {
 	tick := time.NewTicker(c.config.RescueInterval)
 	defer tick.Stop()
 	for {
 		select {
-		case <-rs.fetch.Done():
+		case <-ctx.Done():
 			return
 		case <-tick.C:
 		}

@@ -34,6 +34,9 @@ type WorkerOpts struct {
 	// Timeout bounds each run of the handler. Zero means Config.JobTimeout;
 	// negative means no limit.
 	Timeout time.Duration
+	// SingletonMode is how jobs of this kind that have a SingletonKey hold
+	// their lock. Default SingletonXact.
+	SingletonMode SingletonMode
 }
 
 // Workers holds the handlers of a client, by job kind. Register with
@@ -46,7 +49,8 @@ type Workers struct {
 // registeredWorker is a handler with its type erased.
 type registeredWorker struct {
 	timeout time.Duration
-	work    func(ctx context.Context, row *JobRow) error
+	mode    SingletonMode
+	work    func(ctx context.Context, row *JobRow, grant lockGrant) error
 }
 
 // NewWorkers returns an empty registry.
@@ -73,8 +77,9 @@ func AddWorker[T JobArgs](ws *Workers, w Worker[T], opts *WorkerOpts) error {
 	}
 	ws.byKind[kind] = &registeredWorker{
 		timeout: opts.Timeout,
-		work: func(ctx context.Context, row *JobRow) error {
-			job, err := decodeArgs[T](row)
+		mode:    opts.SingletonMode,
+		work: func(ctx context.Context, row *JobRow, grant lockGrant) error {
+			job, err := decodeArgs[T](row, grant)
 			if err != nil {
 				return fmt.Errorf("%w: decode args of %s job %d: %w", ErrInvalidArgs, kind, row.ID, err)
 			}
@@ -155,9 +160,15 @@ func (c *Client) Start(ctx context.Context) error {
 		rs.loops.Add(1)
 		go p.run()
 	}
-	rs.loops.Add(2)
-	go c.runScheduler(rs)
-	go c.runRescuer(rs)
+	elector, err := c.NewElector(maintenanceLease, &ElectorConfig{TTL: c.config.LeaderTTL})
+	if err != nil {
+		return err
+	}
+	rs.loops.Add(1)
+	go func() {
+		defer rs.loops.Done()
+		elector.Run(rs.fetch, func(ctx context.Context, term int64) { c.runMaintenance(rs, ctx, term) })
+	}()
 	rs.heartbeats.Add(1)
 	go c.runHeartbeats(rs)
 	c.running = rs
@@ -337,7 +348,23 @@ func (c *Client) execute(p *producer, row *JobRow, sent time.Time) {
 	if timeout > 0 {
 		handlerCtx, cancelTimeout = context.WithTimeout(ctx, timeout)
 	}
-	err, trace := runHandler(handlerCtx, w, row)
+	var err error
+	var trace string
+	if row.SingletonKey == "" {
+		err, trace = runHandler(handlerCtx, w, row, lockGrant{})
+	} else {
+		run := c.runSingleton(ctx, handlerCtx, cancel, job, w)
+		if run.release != nil {
+			defer run.release() // after the result is recorded
+		}
+		if run.busy {
+			cancelTimeout()
+			p.rs.active.remove(job)
+			c.record(p.rs, row, c.q.snooze, c.config.SingletonRetryDelay.Microseconds(), nil)
+			return
+		}
+		err, trace = run.err, run.trace
+	}
 	cancelTimeout()
 	p.rs.active.remove(job)
 
@@ -371,14 +398,14 @@ func (c *Client) execute(p *producer, row *JobRow, sent time.Time) {
 }
 
 // runHandler runs the handler, turning a panic into an error and a stack.
-func runHandler(ctx context.Context, w *registeredWorker, row *JobRow) (err error, trace string) {
+func runHandler(ctx context.Context, w *registeredWorker, row *JobRow, grant lockGrant) (err error, trace string) {
 	defer func() {
 		if r := recover(); r != nil {
 			err = fmt.Errorf("panic: %v", r)
 			trace = string(debug.Stack())
 		}
 	}()
-	return w.work(ctx, row), ""
+	return w.work(ctx, row, grant), ""
 }
 
 // record runs a fenced write about row (complete.sql, fail.sql, ...) whose
@@ -468,10 +495,23 @@ func isServerError(err error) bool {
 	return errors.As(err, &pgErr) && !strings.HasPrefix(pgErr.Code, "40") && !strings.HasPrefix(pgErr.Code, "57P")
 }
 
+// maintenanceLease is the lease whose holder runs the scheduler and the
+// rescuer: one client per schema at a time.
+const maintenanceLease = "pgqueue:maintenance"
+
+// runMaintenance runs the leader's loops for one term, until ctx ends.
+func (c *Client) runMaintenance(rs *runState, ctx context.Context, term int64) {
+	c.log.Debug("pgqueue: leading maintenance", "term", term)
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() { defer wg.Done(); c.runScheduler(rs, ctx) }()
+	go func() { defer wg.Done(); c.runRescuer(rs, ctx) }()
+	wg.Wait()
+}
+
 // runScheduler makes due scheduled jobs available and wakes the local
-// producers of their queues.
-func (c *Client) runScheduler(rs *runState) {
-	defer rs.loops.Done()
+// producers of their queues, until ctx ends.
+func (c *Client) runScheduler(rs *runState, ctx context.Context) {
 	const batch = 1000
 	tick := time.NewTicker(c.config.SchedulerInterval)
 	defer tick.Stop()
@@ -485,12 +525,12 @@ func (c *Client) runScheduler(rs *runState) {
 			for q := range queues.set {
 				c.wake(q)
 			}
-			if queues.n < batch || rs.fetch.Err() != nil {
+			if queues.n < batch || ctx.Err() != nil {
 				break
 			}
 		}
 		select {
-		case <-rs.fetch.Done():
+		case <-ctx.Done():
 			return
 		case <-tick.C:
 		}

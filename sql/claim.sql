@@ -20,4 +20,4 @@ FROM picked
 WHERE j.id = picked.id
 RETURNING j.id, j.queue, j.kind, j.args, j.priority, j.state, j.attempt, j.max_attempts,
           j.run_at, j.fence, j.lease_until, j.worker_id, j.errors, j.tags, j.meta,
-          j.created_at, j.attempted_at, j.finalized_at
+          j.created_at, j.attempted_at, j.finalized_at, j.singleton_key

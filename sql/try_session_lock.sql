@@ -1,0 +1,4 @@
+-- try_session_lock: take the session advisory lock ($1, $2) if free; the
+-- fence is taken only when it was.
+SELECT got, CASE WHEN got THEN nextval('{{schema}}.fence_seq') END
+FROM pg_try_advisory_lock($1::int4, $2::int4) AS got
