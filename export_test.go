@@ -3,6 +3,7 @@ package pgqueue
 import (
 	"context"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 )
 
@@ -10,9 +11,9 @@ import (
 // of expired jobs and its conditional write.
 func SetBeforeRescueWrite(c *Client, f func(ids []int64)) { c.testHooks.beforeRescueWrite = f }
 
-// SetRecordExec replaces the statement that records job results.
-func SetRecordExec(c *Client, f func(ctx context.Context, query string, args ...any) (pgconn.CommandTag, error)) {
-	c.testHooks.recordExec = f
+// SetFinishQuery replaces the query that records job results.
+func SetFinishQuery(c *Client, f func(ctx context.Context, query string, args ...any) (pgx.Rows, error)) {
+	c.testHooks.finishQuery = f
 }
 
 // Pool returns the client's pool.

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -393,16 +394,21 @@ func TestUnknownCommitOutcome(t *testing.T) {
 			var logs syncBuffer
 			c := newClient(t, pool, &pgqueue.Config{Workers: ws, Queues: map[string]pgqueue.QueueConfig{"default": {MaxWorkers: 1}}, FetchPollInterval: 50 * time.Millisecond, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 			var failed atomic.Bool
-			pgqueue.SetRecordExec(c, func(ctx context.Context, query string, args ...any) (pgconn.CommandTag, error) {
+			pgqueue.SetFinishQuery(c, func(ctx context.Context, query string, args ...any) (pgx.Rows, error) {
 				if failed.CompareAndSwap(false, true) {
 					if tc.landed {
-						if _, err := pool.Exec(ctx, query, args...); err != nil {
-							return pgconn.CommandTag{}, err
+						rows, err := pool.Query(ctx, query, args...)
+						if err != nil {
+							return nil, err
+						}
+						rows.Close()
+						if err := rows.Err(); err != nil {
+							return nil, err
 						}
 					}
-					return pgconn.CommandTag{}, lostReply
+					return nil, lostReply
 				}
-				return pool.Exec(ctx, query, args...)
+				return pool.Query(ctx, query, args...)
 			})
 			row, err := c.Enqueue(ctx, noteArgs{}, nil)
 			must(t, err)

@@ -24,8 +24,8 @@ var SchemaPattern = regexp.MustCompile(`^[a-z_][a-z0-9_]{0,62}$`)
 
 // queries holds every statement of sql/, with the schema filled in once.
 type queries struct {
-	claim, insert, complete, fail, cancel, snooze, release, schedule  string
-	heartbeat, rescueCandidates, rescue, jobOutcome, checkFence       string
+	claim, insert, complete, finish, schedule, notify, notifyQueues   string
+	heartbeat, rescueCandidates, rescue, jobOutcomes, checkFence      string
 	xactLock, tryXactLock, sessionLock, trySessionLock, sessionUnlock string
 	leaseAcquire, leaseRenew, leaseRelease                            string
 }
@@ -49,10 +49,10 @@ func loadQueries(schema string) (*queries, error) {
 	quoted := quoteSchema(schema)
 	q := &queries{}
 	for name, dst := range map[string]*string{
-		"claim": &q.claim, "insert": &q.insert, "complete": &q.complete, "fail": &q.fail,
-		"cancel": &q.cancel, "snooze": &q.snooze, "release": &q.release, "schedule": &q.schedule,
+		"claim": &q.claim, "insert": &q.insert, "complete": &q.complete, "finish": &q.finish,
+		"schedule": &q.schedule, "notify": &q.notify, "notify_queues": &q.notifyQueues,
 		"heartbeat": &q.heartbeat, "rescue_candidates": &q.rescueCandidates, "rescue": &q.rescue,
-		"job_outcome": &q.jobOutcome, "check_fence": &q.checkFence,
+		"job_outcomes": &q.jobOutcomes, "check_fence": &q.checkFence,
 		"xact_lock": &q.xactLock, "try_xact_lock": &q.tryXactLock, "session_lock": &q.sessionLock,
 		"try_session_lock": &q.trySessionLock, "session_unlock": &q.sessionUnlock,
 		"lease_acquire": &q.leaseAcquire, "lease_renew": &q.leaseRenew, "lease_release": &q.leaseRelease,

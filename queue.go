@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
@@ -46,6 +45,10 @@ const (
 	DefaultLeaderTTL = 10 * time.Second
 	// DefaultRescueInterval is Config.RescueInterval's default.
 	DefaultRescueInterval = 5 * time.Second
+	// DefaultCompleteBatchSize is Config.CompleteBatchSize's default.
+	DefaultCompleteBatchSize = 1000
+	// DefaultCompleteBatchDelay is Config.CompleteBatchDelay's default.
+	DefaultCompleteBatchDelay = 2 * time.Millisecond
 	// DefaultCancelGrace is Config.CancelGrace's default.
 	DefaultCancelGrace = 5 * time.Second
 )
@@ -121,6 +124,14 @@ type Config struct {
 	// spent. Default DefaultSingletonRetryDelay.
 	SingletonRetryDelay time.Duration
 
+	// CompleteBatchSize is the most job results written in one statement.
+	// Default DefaultCompleteBatchSize.
+	CompleteBatchSize int
+
+	// CompleteBatchDelay is how long results are gathered before they are
+	// written, unless a batch fills first. Default DefaultCompleteBatchDelay.
+	CompleteBatchDelay time.Duration
+
 	// MaxArgsSize caps the encoded size of a job's args in bytes. Default
 	// DefaultMaxArgsSize.
 	MaxArgsSize int
@@ -152,6 +163,8 @@ func (c *Config) withDefaults() (*Config, error) {
 	out.UnknownKindDelay = cmp.Or(out.UnknownKindDelay, DefaultUnknownKindDelay)
 	out.MaxArgsSize = cmp.Or(out.MaxArgsSize, DefaultMaxArgsSize)
 	out.CancelGrace = cmp.Or(out.CancelGrace, DefaultCancelGrace)
+	out.CompleteBatchSize = cmp.Or(out.CompleteBatchSize, DefaultCompleteBatchSize)
+	out.CompleteBatchDelay = cmp.Or(out.CompleteBatchDelay, DefaultCompleteBatchDelay)
 	out.SingletonRetryDelay = cmp.Or(out.SingletonRetryDelay, DefaultSingletonRetryDelay)
 	if out.RetryPolicy == nil {
 		out.RetryPolicy = DefaultRetryPolicy
@@ -175,6 +188,9 @@ func (c *Config) withDefaults() (*Config, error) {
 	}
 	if out.HeartbeatInterval >= out.Lease {
 		return nil, fmt.Errorf("%w: HeartbeatInterval %s must be shorter than Lease %s", ErrInvalidOption, out.HeartbeatInterval, out.Lease)
+	}
+	if out.CompleteBatchSize < 1 || out.CompleteBatchDelay < 0 {
+		return nil, fmt.Errorf("%w: CompleteBatchSize must be at least 1 and CompleteBatchDelay not negative", ErrInvalidOption)
 	}
 	if out.MaxArgsSize < 0 {
 		return nil, fmt.Errorf("%w: MaxArgsSize must not be negative, got %d", ErrInvalidOption, out.MaxArgsSize)
@@ -215,6 +231,10 @@ type Client struct {
 	q      *queries
 	log    *slog.Logger
 
+	// channel is the NOTIFY channel of the schema's inserts; the payload
+	// is the queue name.
+	channel string
+
 	testHooks testHooks
 
 	mu      sync.Mutex
@@ -239,7 +259,7 @@ func New(pool *pgxpool.Pool, config *Config) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Client{pool: pool, config: cfg, q: q, log: cfg.Logger}, nil
+	return &Client{pool: pool, config: cfg, q: q, log: cfg.Logger, channel: notifyChannel(cfg.Schema)}, nil
 }
 
 // ID returns the client's ID, as stored in the worker_id of the jobs it
@@ -367,9 +387,7 @@ func (c *Client) EnqueueTx(ctx context.Context, tx pgx.Tx, args JobArgs, opts *I
 }
 
 type queryer interface {
-	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
-	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
-	CopyFrom(ctx context.Context, table pgx.Identifier, columns []string, src pgx.CopyFromSource) (int64, error)
+	SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults
 }
 
 func (c *Client) insert(ctx context.Context, db queryer, args JobArgs, opts *InsertOpts) (*JobRow, error) {
@@ -380,12 +398,23 @@ func (c *Client) insert(ctx context.Context, db queryer, args JobArgs, opts *Ins
 	if err != nil {
 		return nil, err
 	}
-	rows, err := db.Query(ctx, c.q.insert, job.queue, job.kind, job.args, job.priority, job.maxAttempts, job.runAt, job.tags, job.meta, job.singleton)
+	// One round trip; the statements share the implicit transaction of the
+	// batch (or the caller's), so the notification goes out at commit.
+	batch := &pgx.Batch{}
+	batch.Queue(c.q.insert, job.queue, job.kind, job.args, job.priority, job.maxAttempts, job.runAt, job.tags, job.meta, job.singleton)
+	batch.Queue(c.q.notify, c.channel, job.queue, job.runAt)
+	results := db.SendBatch(ctx, batch)
+	rows, err := results.Query()
 	if err != nil {
+		_ = results.Close()
 		return nil, dbError("enqueue "+job.kind, err)
 	}
 	row, err := pgx.CollectExactlyOneRow(rows, scanJobRow)
 	if err != nil {
+		_ = results.Close()
+		return nil, dbError("enqueue "+job.kind, err)
+	}
+	if err := results.Close(); err != nil {
 		return nil, dbError("enqueue "+job.kind, err)
 	}
 	return row, nil
@@ -424,12 +453,14 @@ func (c *Client) EnqueueManyTx(ctx context.Context, tx pgx.Tx, params []EnqueueP
 		return 0, err
 	}
 	var now, later [][]any
+	due := map[string]bool{} // queues that get a job due now
 	for i, p := range params {
 		job, err := c.encode(p.Args, p.Opts)
 		if err != nil {
 			return 0, fmt.Errorf("job %d: %w", i, err)
 		}
 		if job.runAt == nil {
+			due[job.queue] = true
 			now = append(now, []any{job.queue, job.kind, job.args, job.priority, job.maxAttempts, job.tags, job.meta, job.singleton})
 		} else {
 			later = append(later, []any{job.queue, job.kind, job.args, job.priority, job.maxAttempts, job.tags, job.meta, job.singleton, *job.runAt, string(StateScheduled)})
@@ -451,6 +482,16 @@ func (c *Client) EnqueueManyTx(ctx context.Context, tx pgx.Tx, params []EnqueueP
 			return 0, dbError("enqueue many: copy", err)
 		}
 		total += n
+	}
+	if len(due) > 0 {
+		// One notification per queue, however many jobs: delivered at commit.
+		queues := make([]string, 0, len(due))
+		for q := range due {
+			queues = append(queues, q)
+		}
+		if _, err := tx.Exec(ctx, c.q.notifyQueues, c.channel, queues); err != nil {
+			return 0, dbError("enqueue many: notify", err)
+		}
 	}
 	return total, nil
 }
@@ -518,7 +559,17 @@ type testHooks struct {
 	// beforeRescueWrite runs between reading expired jobs and putting them
 	// back.
 	beforeRescueWrite func(ids []int64)
-	// recordExec, when set, replaces the statement that records a job's
-	// result, so tests can lose its reply.
-	recordExec func(ctx context.Context, query string, args ...any) (pgconn.CommandTag, error)
+	// finishQuery, when set, replaces the query that records job results,
+	// so tests can lose its reply.
+	finishQuery func(ctx context.Context, query string, args ...any) (pgx.Rows, error)
+}
+
+// notifyChannel is the NOTIFY channel of a schema's inserts: the schema
+// name and "_jobs", kept within PostgreSQL's 63-byte identifier limit.
+func notifyChannel(schema string) string {
+	const suffix = "_jobs"
+	if len(schema)+len(suffix) <= 63 {
+		return schema + suffix
+	}
+	return fmt.Sprintf("%s_%08x%s", schema[:63-len(suffix)-9], uint32(hash32(schema)), suffix)
 }

@@ -9,7 +9,10 @@ import (
 	"sync"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/pgqueue/pgqueue/internal/notifier"
 )
 
 // Worker works jobs of one kind. Work returns nil when the job is done, an
@@ -116,7 +119,9 @@ type runState struct {
 	cancelJobs context.CancelCauseFunc
 
 	producers map[string]*producer
+	notifier  *notifier.Notifier // nil when the client works no queue
 	active    activeJobs
+	completer *completer
 	loops     sync.WaitGroup // producers, scheduler, rescuer
 	running   sync.WaitGroup // executors
 	// Heartbeats go on while running jobs finish during Stop.
@@ -147,6 +152,8 @@ func (c *Client) Start(ctx context.Context) error {
 	}
 	rs.fetch, rs.cancelFetch = context.WithCancel(ctx)
 	rs.jobs, rs.cancelJobs = context.WithCancelCause(ctx)
+	rs.completer = newCompleter(c, rs)
+	go rs.completer.run()
 	for name, qc := range c.config.Queues {
 		p := &producer{
 			client: c,
@@ -163,6 +170,27 @@ func (c *Client) Start(ctx context.Context) error {
 	elector, err := c.NewElector(maintenanceLease, &ElectorConfig{TTL: c.config.LeaderTTL})
 	if err != nil {
 		return err
+	}
+	if len(rs.producers) > 0 {
+		rs.notifier, err = notifier.Start(rs.fetch, notifier.Config{
+			ConnConfig: c.pool.Config().ConnConfig.Copy(),
+			Channel:    pgx.Identifier{c.channel}.Sanitize(),
+			OnNotify: func(queue string) {
+				if p := rs.producers[queue]; p != nil {
+					p.wake()
+				}
+			},
+			// Notifications sent while disconnected are lost: look again.
+			OnConnect: func() {
+				for _, p := range rs.producers {
+					p.wake()
+				}
+			},
+			OnError: func(err error) { c.log.Warn("pgqueue: listen connection failed; polling meanwhile", "err", err) },
+		})
+		if err != nil {
+			return err
+		}
 	}
 	rs.loops.Add(1)
 	go func() {
@@ -192,7 +220,14 @@ func (c *Client) Stop(ctx context.Context) error {
 	}
 	rs.cancelFetch()
 	rs.loops.Wait()
+	if rs.notifier != nil {
+		rs.notifier.Stop()
+	}
 	defer func() {
+		// Results are written before heartbeats end: until then the jobs
+		// are still claimed.
+		close(rs.completer.quit)
+		<-rs.completer.done
 		close(rs.heartbeatsDone)
 		rs.heartbeats.Wait()
 	}()
@@ -337,7 +372,7 @@ func (c *Client) execute(p *producer, row *JobRow, sent time.Time) {
 	if w == nil {
 		p.rs.active.remove(job)
 		note := fmt.Sprintf("%s %q; waiting %s for a worker that knows it", ErrUnknownKind, row.Kind, c.config.UnknownKindDelay)
-		c.record(p.rs, row, c.q.snooze, c.config.UnknownKindDelay.Microseconds(), note)
+		c.finish(p.rs, result{row: row, op: opSnooze, err: &note, delay: c.config.UnknownKindDelay})
 		return
 	}
 	timeout := w.timeout
@@ -360,7 +395,7 @@ func (c *Client) execute(p *producer, row *JobRow, sent time.Time) {
 		if run.busy {
 			cancelTimeout()
 			p.rs.active.remove(job)
-			c.record(p.rs, row, c.q.snooze, c.config.SingletonRetryDelay.Microseconds(), nil)
+			c.finish(p.rs, result{row: row, op: opSnooze, delay: c.config.SingletonRetryDelay})
 			return
 		}
 		err, trace = run.err, run.trace
@@ -379,21 +414,23 @@ func (c *Client) execute(p *producer, row *JobRow, sent time.Time) {
 		// A heartbeat found the claim gone; a write would be refused.
 		c.log.Warn("pgqueue: job result dropped, lease lost", "job", row.ID, "kind", row.Kind, "fence", row.Fence, "err", err)
 	case err == nil:
-		c.record(p.rs, row, c.q.complete)
+		c.finish(p.rs, result{row: row, op: opComplete})
 	case p.rs.jobs.Err() != nil:
 		// Cancelled because the client is stopping: not the job's fault.
-		c.record(p.rs, row, c.q.release)
+		c.finish(p.rs, result{row: row, op: opRelease})
 	case errors.As(err, &cancelErr):
-		c.record(p.rs, row, c.q.cancel, cancelErr.err.Error())
+		msg := cancelErr.err.Error()
+		c.finish(p.rs, result{row: row, op: opCancel, err: &msg})
 	case errors.As(err, &snoozeErr):
-		c.record(p.rs, row, c.q.snooze, snoozeErr.after.Microseconds(), nil)
+		c.finish(p.rs, result{row: row, op: opSnooze, delay: snoozeErr.after})
 	default:
 		var traceArg *string
 		if trace != "" {
 			traceArg = &trace
 		}
+		msg := err.Error()
 		delay := c.config.RetryPolicy.NextRetry(row.Attempt, err)
-		c.record(p.rs, row, c.q.fail, err.Error(), traceArg, delay.Microseconds())
+		c.finish(p.rs, result{row: row, op: opFail, err: &msg, trace: traceArg, delay: delay})
 	}
 }
 
@@ -408,87 +445,8 @@ func runHandler(ctx context.Context, w *registeredWorker, row *JobRow, grant loc
 	return w.work(ctx, row, grant), ""
 }
 
-// record runs a fenced write about row (complete.sql, fail.sql, ...) whose
-// first two parameters are the job's id and fence. When the write's outcome
-// is unknown (the connection broke after the statement was sent, or its
-// deadline passed) it reads the row back to learn whether it landed, and
-// writes again only if it did not: the fence makes that safe. It gives up
-// after a lease's time, when the rescuer will have taken the job anyway.
-func (c *Client) record(rs *runState, row *JobRow, query string, args ...any) {
-	args = append([]any{row.ID, row.Fence}, args...)
-	giveUp := time.Now().Add(c.config.Lease)
-	for wait := 50 * time.Millisecond; ; wait = min(2*wait, time.Second) {
-		exec := c.pool.Exec
-		if c.testHooks.recordExec != nil {
-			exec = c.testHooks.recordExec
-		}
-		ctx, cancel := context.WithTimeout(rs.base, writeTimeout)
-		tag, err := exec(ctx, query, args...)
-		cancel()
-		switch {
-		case err == nil && tag.RowsAffected() == 1:
-			return
-		case err == nil:
-			if !c.landed(rs, row) {
-				c.log.Warn("pgqueue: job result refused", "job", row.ID, "kind", row.Kind, "fence", row.Fence, "err", ErrLeaseLost)
-			}
-			return
-		case isServerError(err):
-			// The server answered: the statement failed and changed nothing.
-			c.log.Error("pgqueue: recording job result failed", "job", row.ID, "kind", row.Kind, "err", err)
-			return
-		case !pgconn.SafeToRetry(err):
-			if outcome, ok := c.outcome(rs, row); ok && outcome != outcomePending {
-				if outcome == outcomeLost {
-					c.log.Warn("pgqueue: job result refused", "job", row.ID, "kind", row.Kind, "fence", row.Fence, "err", ErrLeaseLost)
-				}
-				return
-			}
-		}
-		if time.Now().After(giveUp) {
-			// The job stays running until its lease ends; then it is rescued.
-			c.log.Error("pgqueue: giving up recording job result", "job", row.ID, "kind", row.Kind, "err", err)
-			return
-		}
-		time.Sleep(wait)
-	}
-}
-
-// jobOutcome is what reading a job back tells about a write by its fence
-// holder.
-type jobOutcome int
-
-const (
-	outcomePending jobOutcome = iota // still running under our fence: the write did not land
-	outcomeLanded                    // our fence, no longer running: a write of ours landed
-	outcomeLost                      // another fence: the job was taken over
-)
-
-// outcome reads row back by id and fence; ok is false when that failed too.
-func (c *Client) outcome(rs *runState, row *JobRow) (jobOutcome, bool) {
-	ctx, cancel := context.WithTimeout(rs.base, writeTimeout)
-	defer cancel()
-	var state string
-	var fence *int64
-	if err := c.pool.QueryRow(ctx, c.q.jobOutcome, row.ID).Scan(&state, &fence); err != nil {
-		return 0, false
-	}
-	switch {
-	case fence == nil || *fence != row.Fence:
-		return outcomeLost, true
-	case JobState(state) == StateRunning:
-		return outcomePending, true
-	default:
-		return outcomeLanded, true
-	}
-}
-
-// landed reports whether a write by row's fence holder already ended the
-// job, such as the handler's own CompleteTx.
-func (c *Client) landed(rs *runState, row *JobRow) bool {
-	o, ok := c.outcome(rs, row)
-	return ok && o == outcomeLanded
-}
+// finish hands a job's result to the completer.
+func (c *Client) finish(rs *runState, r result) { rs.completer.send(r) }
 
 func isServerError(err error) bool {
 	var pgErr *pgconn.PgError
@@ -546,17 +504,18 @@ func (c *Client) scheduleDue(rs *runState, limit int) (queueSet, error) {
 	ctx, cancel := context.WithTimeout(rs.base, writeTimeout)
 	defer cancel()
 	out := queueSet{set: map[string]struct{}{}}
-	rows, err := c.pool.Query(ctx, c.q.schedule, limit)
+	rows, err := c.pool.Query(ctx, c.q.schedule, limit, c.channel)
 	if err != nil {
 		return out, dbError("schedule", err)
 	}
 	defer rows.Close()
 	for rows.Next() {
 		var q string
-		if err := rows.Scan(&q); err != nil {
+		var n int
+		if err := rows.Scan(&q, &n, nil); err != nil {
 			return out, dbError("schedule", err)
 		}
-		out.n++
+		out.n += n
 		out.set[q] = struct{}{}
 	}
 	return out, dbError("schedule", rows.Err())

@@ -1,5 +1,5 @@
 -- schedule: make up to $1 due scheduled jobs available, oldest first, and
--- report their queues so local producers can be woken.
+-- notify channel $2 once for each queue that got jobs.
 WITH due AS (
     SELECT id
     FROM {{schema}}.jobs
@@ -7,9 +7,13 @@ WITH due AS (
     ORDER BY run_at, id
     LIMIT $1
     FOR UPDATE SKIP LOCKED
+), moved AS (
+    UPDATE {{schema}}.jobs j
+    SET state = 'available'
+    FROM due
+    WHERE j.id = due.id
+    RETURNING j.queue
 )
-UPDATE {{schema}}.jobs j
-SET state = 'available'
-FROM due
-WHERE j.id = due.id
-RETURNING j.queue
+SELECT queue, count(*), pg_notify($2, queue)::text
+FROM moved
+GROUP BY queue

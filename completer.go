@@ -1,0 +1,265 @@
+package pgqueue
+
+import (
+	"context"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// The result operations of finish.sql.
+const (
+	opComplete = "complete"
+	opFail     = "fail"
+	opCancel   = "cancel"
+	opSnooze   = "snooze"
+	opRelease  = "release"
+)
+
+// result is what happened to one claimed job, waiting to be written.
+type result struct {
+	row   *JobRow
+	op    string
+	err   *string // kept in the job's errors when not nil
+	trace *string
+	delay time.Duration // before the next run: fail, snooze
+}
+
+// completer gathers job results for a few milliseconds, or up to a batch
+// limit, and writes each batch in one fenced statement. Its input channel
+// is bounded: when writes fall behind, executors wait, their slots stay
+// taken, and producers stop claiming.
+type completer struct {
+	c     *Client
+	rs    *runState
+	in    chan result
+	quit  chan struct{} // closed by Stop once no executor will send
+	done  chan struct{}
+	limit int
+	delay time.Duration
+}
+
+func newCompleter(c *Client, rs *runState) *completer {
+	return &completer{
+		c:     c,
+		rs:    rs,
+		in:    make(chan result, c.config.CompleteBatchSize*4),
+		quit:  make(chan struct{}),
+		done:  make(chan struct{}),
+		limit: c.config.CompleteBatchSize,
+		delay: c.config.CompleteBatchDelay,
+	}
+}
+
+// send hands a result over, unless the completer has already finished (a
+// handler that outlived Stop): then the job stays running until its lease
+// ends and the rescuer takes it.
+func (k *completer) send(r result) {
+	select {
+	case k.in <- r:
+	case <-k.done:
+		k.c.log.Warn("pgqueue: job finished after stop; left for rescue", "job", r.row.ID, "kind", r.row.Kind)
+	}
+}
+
+func (k *completer) run() {
+	defer close(k.done)
+	batch := make([]result, 0, k.limit)
+	timer := time.NewTimer(time.Hour)
+	timer.Stop()
+	for {
+		select {
+		case r := <-k.in:
+			batch = append(batch, r)
+		case <-k.quit:
+			for {
+				select {
+				case r := <-k.in:
+					batch = append(batch, r)
+					if len(batch) == k.limit {
+						k.write(batch)
+						batch = batch[:0]
+					}
+					continue
+				default:
+				}
+				break
+			}
+			if len(batch) > 0 {
+				k.write(batch)
+			}
+			return
+		}
+		// Gather for up to delay, or until the batch is full.
+		timer.Reset(k.delay)
+	gather:
+		for len(batch) < k.limit {
+			select {
+			case r := <-k.in:
+				batch = append(batch, r)
+			case <-timer.C:
+				break gather
+			}
+		}
+		timer.Stop()
+		k.write(batch)
+		batch = batch[:0]
+	}
+}
+
+// write records a batch. When the statement's outcome is unknown it reads
+// the jobs back by id and fence, keeps what landed and writes the rest
+// again: the fence makes a repeated write safe. Jobs the statement did not
+// update had lost their claim and are reported, never retried. It gives up
+// after a lease's time; the jobs left running are then rescued.
+func (k *completer) write(batch []result) {
+	c := k.c
+	pending := batch
+	giveUp := time.Now().Add(c.config.Lease)
+	for wait := 50 * time.Millisecond; len(pending) > 0; wait = min(2*wait, time.Second) {
+		updated, err := k.exec(pending)
+		switch {
+		case err == nil:
+			k.reportLost(pending, updated)
+			return
+		case isServerError(err):
+			// The server answered: the statement failed and changed nothing.
+			c.log.Error("pgqueue: recording job results failed", "jobs", len(pending), "err", err)
+			return
+		case !pgconn.SafeToRetry(err):
+			// The statement may have run: learn which jobs it ended.
+			if left, ok := k.unfinished(pending); ok {
+				pending = left
+			}
+		}
+		if len(pending) == 0 {
+			return
+		}
+		if time.Now().After(giveUp) {
+			c.log.Error("pgqueue: giving up recording job results; their jobs will be rescued", "jobs", len(pending), "err", err)
+			return
+		}
+		time.Sleep(wait)
+	}
+}
+
+func (k *completer) exec(batch []result) (map[int64]bool, error) {
+	n := len(batch)
+	ids, fences, delays := make([]int64, n), make([]int64, n), make([]int64, n)
+	ops, errs, traces := make([]string, n), make([]*string, n), make([]*string, n)
+	for i, r := range batch {
+		ids[i], fences[i], ops[i] = r.row.ID, r.row.Fence, r.op
+		errs[i], traces[i], delays[i] = r.err, r.trace, r.delay.Microseconds()
+	}
+	query := k.c.pool.Query
+	if k.c.testHooks.finishQuery != nil {
+		query = k.c.testHooks.finishQuery
+	}
+	ctx, cancel := context.WithTimeout(k.rs.base, writeTimeout)
+	defer cancel()
+	rows, err := query(ctx, k.c.q.finish, ids, fences, ops, errs, traces, delays)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	updated := make(map[int64]bool, n)
+	for rows.Next() {
+		var id int64
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		updated[id] = true
+	}
+	return updated, rows.Err()
+}
+
+// unfinished reads the batch's jobs back and returns those still running
+// under the batch's fence; it reports the ones another claim holds. ok is
+// false when the read failed too.
+func (k *completer) unfinished(batch []result) (left []result, ok bool) {
+	ids := make([]int64, len(batch))
+	for i, r := range batch {
+		ids[i] = r.row.ID
+	}
+	states, err := k.c.readOutcomes(k.rs.base, ids)
+	if err != nil {
+		return nil, false
+	}
+	for _, r := range batch {
+		switch states[r.row.ID].of(r.row.Fence) {
+		case outcomePending:
+			left = append(left, r)
+		case outcomeLost:
+			k.c.log.Warn("pgqueue: job result refused", "job", r.row.ID, "kind", r.row.Kind, "fence", r.row.Fence, "err", ErrLeaseLost)
+		}
+	}
+	return left, true
+}
+
+// reportLost logs the jobs of a written batch that the statement did not
+// update: they had lost their claim.
+func (k *completer) reportLost(batch []result, updated map[int64]bool) {
+	for _, r := range batch {
+		if !updated[r.row.ID] {
+			k.c.log.Warn("pgqueue: job result refused", "job", r.row.ID, "kind", r.row.Kind, "fence", r.row.Fence, "err", ErrLeaseLost)
+		}
+	}
+}
+
+// jobOutcome is what reading a job back tells a writer holding fence.
+type jobOutcome int
+
+const (
+	outcomePending jobOutcome = iota // still running under our fence: the write did not land
+	outcomeLanded                    // our fence, no longer running: a write of ours landed
+	outcomeLost                      // another fence, or gone: the job was taken over
+)
+
+// storedJob is a job's state and fence as read back.
+type storedJob struct {
+	state JobState
+	fence int64
+}
+
+func (s storedJob) of(fence int64) jobOutcome {
+	switch {
+	case s.fence != fence:
+		return outcomeLost
+	case s.state == StateRunning:
+		return outcomePending
+	default:
+		return outcomeLanded
+	}
+}
+
+func (c *Client) readOutcomes(base context.Context, ids []int64) (map[int64]storedJob, error) {
+	ctx, cancel := context.WithTimeout(base, writeTimeout)
+	defer cancel()
+	rows, err := c.pool.Query(ctx, c.q.jobOutcomes, ids)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := make(map[int64]storedJob, len(ids))
+	for rows.Next() {
+		var id int64
+		var state string
+		var fence *int64
+		if err := rows.Scan(&id, &state, &fence); err != nil {
+			return nil, err
+		}
+		s := storedJob{state: JobState(state)}
+		if fence != nil {
+			s.fence = *fence
+		}
+		out[id] = s
+	}
+	return out, rows.Err()
+}
+
+// landed reports whether a write by row's fence holder already ended the
+// job, such as the handler's own CompleteTx.
+func (c *Client) landed(rs *runState, row *JobRow) bool {
+	states, err := c.readOutcomes(rs.base, []int64{row.ID})
+	return err == nil && states[row.ID].of(row.Fence) == outcomeLanded
+}

@@ -1,0 +1,151 @@
+// Package notifier keeps one LISTEN connection open and hands each
+// notification to a callback. It reconnects after the connection dies, and
+// reports every (re)connection, since notifications sent while it was away
+// are lost and the caller should look for work it may have missed.
+package notifier
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// Config configures a Notifier.
+type Config struct {
+	// ConnConfig is how to dial the dedicated connection. Required.
+	ConnConfig *pgx.ConnConfig
+	// Channel is the channel to LISTEN on, already quoted as an identifier.
+	// Required.
+	Channel string
+	// OnNotify receives each notification's payload. It runs on the
+	// notifier's goroutine: keep it short.
+	OnNotify func(payload string)
+	// OnConnect runs after each successful LISTEN, the first included.
+	OnConnect func()
+	// OnError receives connection errors; optional.
+	OnError func(err error)
+	// MaxBackoff caps the wait between reconnection attempts. Default 5s.
+	MaxBackoff time.Duration
+	// PingInterval is how long the connection may be silent before it is
+	// pinged, so a connection that died without a word is noticed.
+	// Default 30s.
+	PingInterval time.Duration
+}
+
+// Notifier is a running LISTEN loop.
+type Notifier struct {
+	cfg    Config
+	cancel context.CancelFunc
+	done   chan struct{}
+
+	mu        sync.Mutex
+	connected bool
+}
+
+// Start begins listening; Stop ends it. ctx bounds the notifier's life.
+func Start(ctx context.Context, cfg Config) (*Notifier, error) {
+	if cfg.ConnConfig == nil || cfg.Channel == "" {
+		return nil, ErrNoConfig
+	}
+	if cfg.MaxBackoff <= 0 {
+		cfg.MaxBackoff = 5 * time.Second
+	}
+	if cfg.PingInterval <= 0 {
+		cfg.PingInterval = 30 * time.Second
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	n := &Notifier{cfg: cfg, cancel: cancel, done: make(chan struct{})}
+	go n.run(ctx)
+	return n, nil
+}
+
+// Stop ends the loop and waits for it, closing the connection.
+func (n *Notifier) Stop() {
+	n.cancel()
+	<-n.done
+}
+
+// Connected reports whether the LISTEN connection is up.
+func (n *Notifier) Connected() bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.connected
+}
+
+func (n *Notifier) setConnected(v bool) {
+	n.mu.Lock()
+	n.connected = v
+	n.mu.Unlock()
+}
+
+func (n *Notifier) run(ctx context.Context) {
+	defer close(n.done)
+	backoff := 50 * time.Millisecond
+	for ctx.Err() == nil {
+		err := n.listen(ctx)
+		n.setConnected(false)
+		if ctx.Err() != nil {
+			return
+		}
+		if err != nil && n.cfg.OnError != nil {
+			n.cfg.OnError(err)
+		}
+		t := time.NewTimer(backoff)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+		backoff = min(2*backoff, n.cfg.MaxBackoff)
+	}
+}
+
+// listen holds one connection until it fails or ctx ends.
+func (n *Notifier) listen(ctx context.Context) error {
+	conn, err := pgx.ConnectConfig(ctx, n.cfg.ConnConfig)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+		defer cancel()
+		_ = conn.Close(cctx)
+	}()
+	if _, err := conn.Exec(ctx, "LISTEN "+n.cfg.Channel); err != nil {
+		return err
+	}
+	n.setConnected(true)
+	if n.cfg.OnConnect != nil {
+		n.cfg.OnConnect()
+	}
+	for {
+		wctx, cancel := context.WithTimeout(ctx, n.cfg.PingInterval)
+		note, err := conn.WaitForNotification(wctx)
+		cancel()
+		if ctx.Err() != nil {
+			return nil
+		}
+		if err != nil && errors.Is(err, context.DeadlineExceeded) && !conn.IsClosed() {
+			// Silent for a while: make sure the connection still answers.
+			pctx, cancel := context.WithTimeout(ctx, n.cfg.PingInterval)
+			err = conn.Ping(pctx)
+			cancel()
+			if err == nil {
+				continue
+			}
+		}
+		if err != nil {
+			return err
+		}
+		if n.cfg.OnNotify != nil {
+			n.cfg.OnNotify(note.Payload)
+		}
+	}
+}
+
+// ErrNoConfig is returned when Config lacks a required field.
+var ErrNoConfig = errors.New("notifier: ConnConfig and Channel are required")

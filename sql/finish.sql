@@ -1,0 +1,35 @@
+-- finish: record the results of many running jobs in one statement. Each
+-- position of the arrays is one job:
+--   $1 id, $2 fence        the claim the result belongs to
+--   $3 op                  complete | fail | cancel | snooze | release
+--   $4 error, $5 trace     kept in errors when error is not null
+--   $6 delay               microseconds before the next run (fail, snooze)
+-- Only rows still running under the given fence change; the ids returned
+-- are those that did, so every other job of the batch had lost its claim.
+-- fail discards the job once its attempts are used up; snooze and release
+-- give the attempt back.
+WITH r AS (
+    SELECT *
+    FROM unnest($1::bigint[], $2::bigint[], $3::text[], $4::text[], $5::text[], $6::bigint[])
+         AS r(id, fence, op, error, trace, delay)
+)
+UPDATE {{schema}}.jobs j
+SET state = CASE
+        WHEN r.op = 'complete' THEN 'completed'
+        WHEN r.op = 'cancel' THEN 'cancelled'
+        WHEN r.op = 'fail' AND j.attempt >= j.max_attempts THEN 'discarded'
+        WHEN r.op = 'release' OR r.delay <= 0 THEN 'available'
+        ELSE 'scheduled' END,
+    attempt = CASE WHEN r.op IN ('snooze', 'release') THEN j.attempt - 1 ELSE j.attempt END,
+    errors = CASE WHEN r.error IS NULL THEN j.errors
+                  ELSE j.errors || jsonb_strip_nulls(jsonb_build_object(
+                      'attempt', j.attempt, 'at', now(), 'error', r.error, 'trace', r.trace)) END,
+    run_at = CASE WHEN r.op = 'snooze' OR (r.op = 'fail' AND j.attempt < j.max_attempts)
+                  THEN now() + greatest(r.delay, 0) * interval '1 microsecond'
+                  ELSE j.run_at END,
+    finalized_at = CASE WHEN r.op IN ('complete', 'cancel') OR (r.op = 'fail' AND j.attempt >= j.max_attempts)
+                        THEN now() END,
+    lease_until = NULL
+FROM r
+WHERE j.id = r.id AND j.fence = r.fence AND j.state = 'running'
+RETURNING j.id
