@@ -420,10 +420,10 @@ func (c *Client) insert(ctx context.Context, db queryer, args JobArgs, opts *Ins
 	return row, nil
 }
 
-// EnqueueMany inserts jobs with COPY, all or none, and returns how many it
-// inserted. Jobs with a RunAt are written as scheduled and made available
-// by the scheduler once due, so no client clock is ever compared with the
-// database's.
+// EnqueueMany inserts jobs, all or none, and returns how many it inserted.
+// Batches of CopyThreshold jobs or more go through COPY; there, jobs with a
+// RunAt are written as scheduled and made available by the scheduler once
+// due, so no client clock is ever compared with the database's.
 func (c *Client) EnqueueMany(ctx context.Context, params []EnqueueParams) (int64, error) {
 	if err := ctxError(ctx, "enqueue many"); err != nil {
 		return 0, err
@@ -446,19 +446,74 @@ func (c *Client) EnqueueMany(ctx context.Context, params []EnqueueParams) (int64
 	return n, nil
 }
 
-// EnqueueManyTx inserts jobs with COPY inside tx: they exist only if tx
-// commits. See EnqueueMany.
+// CopyThreshold is the batch size from which EnqueueMany uses COPY;
+// smaller batches are one INSERT statement, which costs fewer round trips.
+const CopyThreshold = 64
+
+// EnqueueManyTx inserts jobs inside tx: they exist only if tx commits.
+// Batches of CopyThreshold jobs or more go through COPY. See EnqueueMany.
 func (c *Client) EnqueueManyTx(ctx context.Context, tx pgx.Tx, params []EnqueueParams) (int64, error) {
 	if err := ctxError(ctx, "enqueue many"); err != nil {
 		return 0, err
 	}
-	var now, later [][]any
-	due := map[string]bool{} // queues that get a job due now
+	jobs := make([]*encodedJob, len(params))
 	for i, p := range params {
 		job, err := c.encode(p.Args, p.Opts)
 		if err != nil {
 			return 0, fmt.Errorf("job %d: %w", i, err)
 		}
+		jobs[i] = job
+	}
+	if len(jobs) == 0 {
+		return 0, nil
+	}
+	if len(jobs) < CopyThreshold {
+		return c.insertMany(ctx, tx, jobs)
+	}
+	return c.copyMany(ctx, tx, jobs)
+}
+
+// insertMany writes a small batch, and its notifications, in one round trip.
+func (c *Client) insertMany(ctx context.Context, tx pgx.Tx, jobs []*encodedJob) (int64, error) {
+	n := len(jobs)
+	queues, kinds, singletons := make([]string, n), make([]string, n), make([]*string, n)
+	args, tags, metas := make([][]byte, n), make([][]byte, n), make([][]byte, n)
+	priorities, maxAttempts := make([]int16, n), make([]int32, n)
+	runAts := make([]*time.Time, n)
+	for i, j := range jobs {
+		t, err := json.Marshal(j.tags)
+		if err != nil {
+			return 0, fmt.Errorf("%w: tags: %w", ErrInvalidArgs, err)
+		}
+		queues[i], kinds[i], singletons[i] = j.queue, j.kind, j.singleton
+		args[i], tags[i], metas[i] = j.args, t, j.meta
+		priorities[i], maxAttempts[i], runAts[i] = j.priority, int32(j.maxAttempts), j.runAt
+	}
+	batch := &pgx.Batch{}
+	batch.Queue(c.q.insertMany, queues, kinds, args, priorities, maxAttempts, tags, metas, singletons, runAts)
+	batch.Queue(c.q.notifyDue, c.channel, queues, runAts)
+	results := tx.SendBatch(ctx, batch)
+	tag, err := results.Exec()
+	if err == nil {
+		_, err = results.Exec()
+	}
+	if cerr := results.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return 0, dbError("enqueue many", err)
+	}
+	return tag.RowsAffected(), nil
+}
+
+// copyMany writes a large batch with COPY. Jobs with a RunAt are written
+// as scheduled, and the scheduler makes the due ones available: COPY
+// cannot compare with now(), and the client's clock is never compared
+// with the database's.
+func (c *Client) copyMany(ctx context.Context, tx pgx.Tx, jobs []*encodedJob) (int64, error) {
+	var now, later [][]any
+	due := map[string]bool{} // queues that get a job due now
+	for _, job := range jobs {
 		if job.runAt == nil {
 			due[job.queue] = true
 			now = append(now, []any{job.queue, job.kind, job.args, job.priority, job.maxAttempts, job.tags, job.meta, job.singleton})
