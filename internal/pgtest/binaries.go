@@ -1,0 +1,117 @@
+package pgtest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// binaries are the PostgreSQL server programs a local server needs. pg_ctl
+// is not among them: we own the postmaster process and signal it directly.
+type binaries struct {
+	initdb   string
+	postgres string
+}
+
+// errNoBinaries is returned by findBinaries when no directory holds both
+// initdb and postgres.
+var errNoBinaries = errors.New("initdb and postgres not found on PATH, under `pg_config --bindir` or in /usr/lib/postgresql/*/bin")
+
+// binaryLookup holds the lookups findBinaries uses, so tests can replace them.
+type binaryLookup struct {
+	lookPath       func(file string) (string, error)
+	pgConfigBindir func() (string, error)
+	glob           func(pattern string) ([]string, error)
+	isExecutable   func(path string) bool
+}
+
+func defaultBinaryLookup() binaryLookup {
+	return binaryLookup{
+		lookPath:       exec.LookPath,
+		pgConfigBindir: pgConfigBindir,
+		glob:           filepath.Glob,
+		isExecutable:   isExecutable,
+	}
+}
+
+// findBinaries looks for initdb and postgres on PATH, then in the directory
+// `pg_config --bindir` names, then in the highest version under
+// /usr/lib/postgresql (Debian and Ubuntu install there, off PATH).
+func findBinaries() (binaries, error) {
+	return defaultBinaryLookup().find()
+}
+
+func (l binaryLookup) find() (binaries, error) {
+	initdb, err1 := l.lookPath("initdb")
+	postgres, err2 := l.lookPath("postgres")
+	if err1 == nil && err2 == nil {
+		return binaries{initdb: initdb, postgres: postgres}, nil
+	}
+	if dir, err := l.pgConfigBindir(); err == nil {
+		if b, ok := l.inDir(dir); ok {
+			return b, nil
+		}
+	}
+	dirs, _ := l.glob("/usr/lib/postgresql/*/bin")
+	slices.SortFunc(dirs, func(a, b string) int {
+		// Highest version first; "9.6" sorts below "10".
+		return compareVersions(filepath.Base(filepath.Dir(b)), filepath.Base(filepath.Dir(a)))
+	})
+	for _, dir := range dirs {
+		if b, ok := l.inDir(dir); ok {
+			return b, nil
+		}
+	}
+	return binaries{}, errNoBinaries
+}
+
+func (l binaryLookup) inDir(dir string) (binaries, bool) {
+	b := binaries{initdb: filepath.Join(dir, "initdb"), postgres: filepath.Join(dir, "postgres")}
+	return b, l.isExecutable(b.initdb) && l.isExecutable(b.postgres)
+}
+
+// compareVersions compares dotted version numbers numerically; parts that
+// are not numbers compare as zero.
+func compareVersions(a, b string) int {
+	pa, pb := strings.Split(a, "."), strings.Split(b, ".")
+	for i := range max(len(pa), len(pb)) {
+		var x, y int
+		if i < len(pa) {
+			x, _ = strconv.Atoi(pa[i])
+		}
+		if i < len(pb) {
+			y, _ = strconv.Atoi(pb[i])
+		}
+		if c := x - y; c != 0 {
+			return c
+		}
+	}
+	return strings.Compare(a, b)
+}
+
+func pgConfigBindir() (string, error) {
+	path, err := exec.LookPath("pg_config")
+	if err != nil {
+		return "", err
+	}
+	// pg_config only prints what it was built with; a few seconds is plenty.
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, path, "--bindir").Output()
+	if err != nil {
+		return "", fmt.Errorf("pg_config --bindir: %w", err)
+	}
+	return strings.TrimSpace(string(out)), nil
+}
+
+func isExecutable(path string) bool {
+	fi, err := os.Stat(path)
+	return err == nil && fi.Mode().IsRegular() && fi.Mode().Perm()&0o111 != 0
+}

@@ -1,0 +1,170 @@
+package pgtest
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+const (
+	templatePrefix = "pgqueue_tmpl_"
+	databasePrefix = "pgqueue_test_"
+
+	// createAttempts and createBackoff bound the retries of CREATE DATABASE
+	// while the template is briefly in use (SQLSTATE 55006).
+	createAttempts = 10
+	createBackoff  = 50 * time.Millisecond
+	// dropTimeout bounds dropping a test's database in its cleanup.
+	dropTimeout = 30 * time.Second
+)
+
+// Template is a migrated template database; each test gets a fresh clone of
+// it from NewDatabase.
+type Template struct {
+	server *Server
+	name   string
+}
+
+// NewTemplate creates a uniquely named template database on s, calls setup
+// with its connection string (the caller migrates it there; nil setup
+// leaves it empty), then marks it as a template that accepts no
+// connections and ends any connection setup left open, because CREATE
+// DATABASE refuses to copy a database that is in use.
+func NewTemplate(ctx context.Context, s *Server, setup func(ctx context.Context, connString string) error) (*Template, error) {
+	t := &Template{server: s, name: randomName(templatePrefix)}
+	conn, err := pgx.Connect(ctx, s.AdminConnString())
+	if err != nil {
+		return nil, fmt.Errorf("pgtest: new template: connect: %w", err)
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+
+	// template0 rather than the default template1: nobody can be connected
+	// to template0, on a shared server someone may be connected to template1.
+	if _, err := conn.Exec(ctx, "CREATE DATABASE "+t.ident()+" TEMPLATE template0"); err != nil {
+		return nil, fmt.Errorf("pgtest: create template database: %w", err)
+	}
+	fail := func(err error) (*Template, error) {
+		_ = t.drop(context.WithoutCancel(ctx), conn)
+		return nil, err
+	}
+	if setup != nil {
+		if err := setup(ctx, s.ConnString(t.name)); err != nil {
+			return fail(fmt.Errorf("pgtest: template setup: %w", err))
+		}
+	}
+	if _, err := conn.Exec(ctx, "ALTER DATABASE "+t.ident()+" WITH IS_TEMPLATE true ALLOW_CONNECTIONS false"); err != nil {
+		return fail(fmt.Errorf("pgtest: mark template: %w", err))
+	}
+	_, err = conn.Exec(ctx,
+		`SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1 AND pid <> pg_backend_pid()`,
+		t.name)
+	if err != nil {
+		return fail(fmt.Errorf("pgtest: end connections to template: %w", err))
+	}
+	return t, nil
+}
+
+// Name returns the template database's name.
+func (t *Template) Name() string { return t.name }
+
+// NewDatabase creates a database cloned from the template for the test tb,
+// drops it (even if still in use) when the test and its subtests end, and
+// returns its connection string. It ends the test on failure. It is safe for
+// parallel tests.
+func (t *Template) NewDatabase(tb testing.TB) string {
+	tb.Helper()
+	name := randomName(databasePrefix)
+	if err := t.createDatabase(tb.Context(), name); err != nil {
+		tb.Fatalf("pgtest: %v", err)
+	}
+	tb.Cleanup(func() {
+		// tb.Context is already cancelled when cleanups run.
+		ctx, cancel := context.WithTimeout(context.Background(), dropTimeout)
+		defer cancel()
+		if err := t.dropDatabase(ctx, name); err != nil {
+			tb.Errorf("pgtest: %v", err)
+		}
+	})
+	return t.server.ConnString(name)
+}
+
+// Close drops the template database.
+func (t *Template) Close(ctx context.Context) error {
+	conn, err := pgx.Connect(ctx, t.server.AdminConnString())
+	if err != nil {
+		return fmt.Errorf("pgtest: drop template: connect: %w", err)
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	return t.drop(ctx, conn)
+}
+
+func (t *Template) drop(ctx context.Context, conn *pgx.Conn) error {
+	// A template database cannot be dropped.
+	if _, err := conn.Exec(ctx, "ALTER DATABASE "+t.ident()+" WITH IS_TEMPLATE false"); err != nil {
+		return fmt.Errorf("pgtest: drop template: %w", err)
+	}
+	if _, err := conn.Exec(ctx, "DROP DATABASE IF EXISTS "+t.ident()+" WITH (FORCE)"); err != nil {
+		return fmt.Errorf("pgtest: drop template: %w", err)
+	}
+	return nil
+}
+
+func (t *Template) createDatabase(ctx context.Context, name string) error {
+	conn, err := pgx.Connect(ctx, t.server.AdminConnString())
+	if err != nil {
+		return fmt.Errorf("create database: connect: %w", err)
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	sql := "CREATE DATABASE " + pgx.Identifier{name}.Sanitize() + " TEMPLATE " + t.ident()
+	for attempt := 1; ; attempt++ {
+		_, err = conn.Exec(ctx, sql)
+		if err == nil || attempt == createAttempts || !isObjectInUse(err) {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("create database: %w", ctx.Err())
+		case <-time.After(time.Duration(attempt) * createBackoff):
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("create database from %s: %w", t.name, err)
+	}
+	return nil
+}
+
+func (t *Template) dropDatabase(ctx context.Context, name string) error {
+	conn, err := pgx.Connect(ctx, t.server.AdminConnString())
+	if err != nil {
+		return fmt.Errorf("drop database: connect: %w", err)
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	if _, err := conn.Exec(ctx, "DROP DATABASE IF EXISTS "+pgx.Identifier{name}.Sanitize()+" WITH (FORCE)"); err != nil {
+		return fmt.Errorf("drop database %s: %w", name, err)
+	}
+	return nil
+}
+
+func (t *Template) ident() string { return pgx.Identifier{t.name}.Sanitize() }
+
+// isObjectInUse reports SQLSTATE 55006, which CREATE DATABASE returns when
+// another session is connected to the template.
+func isObjectInUse(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && pgErr.Code == "55006"
+}
+
+// randomName returns prefix followed by 16 random hex digits: a valid,
+// lower case identifier that no concurrent test process will repeat.
+func randomName(prefix string) string {
+	b := make([]byte, 8)
+	_, _ = rand.Read(b)
+	return prefix + hex.EncodeToString(b)
+}
