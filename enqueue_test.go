@@ -35,7 +35,7 @@ type emptyKindArgs struct{}
 
 func (emptyKindArgs) Kind() string { return "" }
 
-func newClient(t *testing.T, pool *pgxpool.Pool, cfg *pgqueue.Config) *pgqueue.Client {
+func newClient(t testing.TB, pool *pgxpool.Pool, cfg *pgqueue.Config) *pgqueue.Client {
 	t.Helper()
 	c, err := pgqueue.New(pool, cfg)
 	if err != nil {

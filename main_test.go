@@ -38,7 +38,7 @@ func migrateTemplate(ctx context.Context, connString string) error {
 
 // newPool returns a pool on a fresh database of the test's own, closed when
 // the test ends.
-func newPool(t *testing.T) *pgxpool.Pool {
+func newPool(t testing.TB) *pgxpool.Pool {
 	t.Helper()
 	connString := pgtest.DB().NewDatabase(t)
 	cfg, err := pgxpool.ParseConfig(connString)

@@ -1,0 +1,67 @@
+package pgqueue_test
+
+import (
+	"context"
+	"sync/atomic"
+	"testing"
+
+	"github.com/pgqueue/pgqueue"
+)
+
+// The benchmarks run against the test server (see internal/pgtest); run
+// them with: go test -run '^$' -bench . -benchtime 20000x
+
+func BenchmarkEnqueue(b *testing.B) {
+	ctx := context.Background()
+	c := newClient(b, newPool(b), nil)
+	b.ResetTimer()
+	for i := 0; b.Loop(); i++ {
+		if _, err := c.Enqueue(ctx, noteArgs{N: i}, nil); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkEnqueueMany(b *testing.B) {
+	ctx := context.Background()
+	c := newClient(b, newPool(b), nil)
+	params := make([]pgqueue.EnqueueParams, b.N)
+	for i := range params {
+		params[i] = pgqueue.EnqueueParams{Args: noteArgs{N: i}}
+	}
+	b.ResetTimer()
+	if _, err := c.EnqueueMany(ctx, params); err != nil {
+		b.Fatal(err)
+	}
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "jobs/s")
+}
+
+// BenchmarkWork claims, runs (no-op) and completes b.N jobs with one client
+// of 1,000 workers.
+func BenchmarkWork(b *testing.B) {
+	ctx := context.Background()
+	pool := newPool(b)
+	c := newClient(b, pool, nil)
+	params := make([]pgqueue.EnqueueParams, b.N)
+	for i := range params {
+		params[i] = pgqueue.EnqueueParams{Args: noteArgs{N: i}}
+	}
+	if _, err := c.EnqueueMany(ctx, params); err != nil {
+		b.Fatal(err)
+	}
+	var done atomic.Int64
+	finished := make(chan struct{})
+	ws := pgqueue.NewWorkers()
+	must(b, pgqueue.AddWorkerFunc(ws, func(ctx context.Context, job *pgqueue.Job[noteArgs]) error {
+		if done.Add(1) == int64(b.N) {
+			close(finished)
+		}
+		return nil
+	}, nil))
+	worker := newClient(b, pool, &pgqueue.Config{Workers: ws, Queues: map[string]pgqueue.QueueConfig{pgqueue.DefaultQueue: {MaxWorkers: 1000}}, Logger: discardLogger()})
+	b.ResetTimer()
+	must(b, worker.Start(ctx))
+	<-finished
+	must(b, worker.Stop(ctx))
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "jobs/s")
+}

@@ -1,0 +1,252 @@
+// Package bench measures pgqueue against the same work done with bare SQL:
+// burn-down (insert N no-op jobs, then work them all), sustained (insert at
+// an offered rate while working, reporting enqueue→start latency) and raw
+// (the burn-down with the claim and complete statements alone). The CLI's
+// `pgqueue bench` prints its reports.
+package bench
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/pgqueue/pgqueue"
+)
+
+// Config describes one benchmark run.
+type Config struct {
+	// Pool is the database to run in.
+	Pool *pgxpool.Pool
+	// Schema is the schema the run migrates and empties. Default
+	// "pgqueue_bench": never point it at real jobs.
+	Schema string
+	// Jobs is the burn-down's job count.
+	Jobs int
+	// Workers is the client's MaxWorkers: each claim takes up to this many
+	// jobs, so it is also the raw run's batch size.
+	Workers int
+	// RawConns is how many connections the raw run claims and completes on.
+	RawConns int
+	// Rate is the sustained run's offered load in jobs per second.
+	Rate int
+	// Duration is the sustained run's length.
+	Duration time.Duration
+	// Filler adds this many finished and future rows before the run, to
+	// show whether claims slow down as the table grows.
+	Filler int
+	// Progress receives the live display; nil for none.
+	Progress io.Writer
+}
+
+// Result is one measured run.
+type Result struct {
+	Mode    string
+	Jobs    int64
+	Elapsed time.Duration
+	// Latency percentiles of enqueue→start (sustained runs only), by the
+	// database clock.
+	P50, P95, P99 time.Duration
+}
+
+// JobsPerSecond is the run's throughput.
+func (r Result) JobsPerSecond() float64 {
+	if r.Elapsed <= 0 {
+		return 0
+	}
+	return float64(r.Jobs) / r.Elapsed.Seconds()
+}
+
+func (r Result) String() string {
+	s := fmt.Sprintf("%-10s %9d jobs in %8.3fs = %9.0f jobs/s", r.Mode, r.Jobs, r.Elapsed.Seconds(), r.JobsPerSecond())
+	if r.P50 > 0 {
+		s += fmt.Sprintf("   enqueue→start p50 %s p95 %s p99 %s", round(r.P50), round(r.P95), round(r.P99))
+	}
+	return s
+}
+
+func round(d time.Duration) time.Duration { return d.Round(10 * time.Microsecond) }
+
+type noopArgs struct {
+	N int `json:"n"`
+}
+
+func (noopArgs) Kind() string { return "bench_noop" }
+
+const queue = "bench"
+
+func (cfg *Config) schema() string {
+	if cfg.Schema == "" {
+		return "pgqueue_bench"
+	}
+	return cfg.Schema
+}
+
+// Prepare migrates the schema, empties its jobs and adds the filler rows.
+func Prepare(ctx context.Context, cfg *Config) error {
+	if _, err := pgqueue.Migrate(ctx, cfg.Pool, cfg.schema()); err != nil {
+		return err
+	}
+	jobs := pgx.Identifier{cfg.schema(), "jobs"}.Sanitize()
+	if _, err := cfg.Pool.Exec(ctx, "TRUNCATE "+jobs); err != nil {
+		return fmt.Errorf("empty %s: %w", jobs, err)
+	}
+	if cfg.Filler > 0 {
+		// Half finished, half due in a day: neither may slow the claim.
+		_, err := cfg.Pool.Exec(ctx, `INSERT INTO `+jobs+` (queue, kind, state, run_at, finalized_at, attempt)
+			SELECT $2, 'bench_filler',
+			       CASE WHEN g % 2 = 0 THEN 'completed' ELSE 'scheduled' END,
+			       CASE WHEN g % 2 = 0 THEN now() ELSE now() + interval '1 day' END,
+			       CASE WHEN g % 2 = 0 THEN now() END,
+			       CASE WHEN g % 2 = 0 THEN 1 ELSE 0 END
+			FROM generate_series(1, $1) g`, cfg.Filler, queue)
+		if err != nil {
+			return fmt.Errorf("filler rows: %w", err)
+		}
+	}
+	_, err := cfg.Pool.Exec(ctx, "VACUUM ANALYZE "+jobs)
+	return err
+}
+
+// Enqueue inserts cfg.Jobs no-op jobs with EnqueueMany and reports the
+// insert rate.
+func Enqueue(ctx context.Context, cfg *Config) (Result, error) {
+	client, err := pgqueue.New(cfg.Pool, &pgqueue.Config{Schema: cfg.schema()})
+	if err != nil {
+		return Result{}, err
+	}
+	params := make([]pgqueue.EnqueueParams, cfg.Jobs)
+	opts := &pgqueue.InsertOpts{Queue: queue}
+	for i := range params {
+		params[i] = pgqueue.EnqueueParams{Args: noopArgs{N: i}, Opts: opts}
+	}
+	start := time.Now()
+	n, err := client.EnqueueMany(ctx, params)
+	return Result{Mode: "enqueue", Jobs: n, Elapsed: time.Since(start)}, err
+}
+
+// BurnDown works the enqueued jobs with the library and times it, from
+// Start until every result is written.
+func BurnDown(ctx context.Context, cfg *Config) (Result, error) {
+	var done atomic.Int64
+	total := int64(cfg.Jobs)
+	finished := make(chan struct{})
+	workers := pgqueue.NewWorkers()
+	err := pgqueue.AddWorkerFunc(workers, func(ctx context.Context, job *pgqueue.Job[noopArgs]) error {
+		if done.Add(1) == total {
+			close(finished)
+		}
+		return nil
+	}, nil)
+	if err != nil {
+		return Result{}, err
+	}
+	client, err := pgqueue.New(cfg.Pool, &pgqueue.Config{
+		Schema:  cfg.schema(),
+		Workers: workers,
+		Queues:  map[string]pgqueue.QueueConfig{queue: {MaxWorkers: cfg.Workers}},
+		Logger:  quietLogger(),
+	})
+	if err != nil {
+		return Result{}, err
+	}
+	stopProgress := progress(cfg.Progress, "burn-down", func() int64 { return done.Load() }, total)
+	start := time.Now()
+	if err := client.Start(ctx); err != nil {
+		stopProgress()
+		return Result{}, err
+	}
+	select {
+	case <-finished:
+	case <-ctx.Done():
+	}
+	// Stop waits for the last results to be written.
+	stopErr := client.Stop(context.WithoutCancel(ctx))
+	elapsed := time.Since(start)
+	stopProgress()
+	if err := ctx.Err(); err != nil {
+		return Result{}, err
+	}
+	return Result{Mode: "library", Jobs: done.Load(), Elapsed: elapsed}, stopErr
+}
+
+// quietLogger drops the client's logs, which would garble the display.
+func quietLogger() *slogLogger { return newQuietLogger() }
+
+// progress prints done/total every 100 ms on a terminal (one redrawn line)
+// or every second elsewhere, until the returned stop is called.
+func progress(w io.Writer, label string, done func() int64, total int64) (stop func()) {
+	if w == nil {
+		return func() {}
+	}
+	term := isTerminal(w)
+	every := time.Second
+	if term {
+		every = 100 * time.Millisecond
+	}
+	quit := make(chan struct{})
+	finished := make(chan struct{})
+	start := time.Now()
+	go func() {
+		defer close(finished)
+		tick := time.NewTicker(every)
+		defer tick.Stop()
+		var last int64
+		lastAt := start
+		for {
+			select {
+			case <-quit:
+				if term {
+					fmt.Fprint(w, "\r\033[K")
+				}
+				return
+			case now := <-tick.C:
+				n := done()
+				rate := float64(n-last) / now.Sub(lastAt).Seconds()
+				last, lastAt = n, now
+				line := fmt.Sprintf("%s: %d", label, n)
+				if total > 0 {
+					line += fmt.Sprintf("/%d (%.0f%%)", total, 100*float64(n)/float64(total))
+				}
+				line += fmt.Sprintf("  %.0f jobs/s  %s", rate, time.Since(start).Round(100*time.Millisecond))
+				if term {
+					fmt.Fprint(w, "\r\033[K"+line)
+				} else {
+					fmt.Fprintln(w, line)
+				}
+			}
+		}
+	}()
+	return func() {
+		close(quit)
+		<-finished
+	}
+}
+
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}
+
+// Settings reads the server settings that decide throughput.
+func Settings(ctx context.Context, pool *pgxpool.Pool) (string, error) {
+	var parts []string
+	for _, name := range []string{"server_version", "synchronous_commit", "fsync", "shared_buffers", "max_connections"} {
+		var v string
+		if err := pool.QueryRow(ctx, "SELECT current_setting($1)", name).Scan(&v); err != nil {
+			return "", err
+		}
+		parts = append(parts, name+"="+v)
+	}
+	return strings.Join(parts, " "), nil
+}

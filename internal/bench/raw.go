@@ -1,0 +1,78 @@
+package bench
+
+import (
+	"context"
+	_ "embed"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+var (
+	//go:embed raw_claim.sql
+	rawClaimSQL string
+	//go:embed raw_complete.sql
+	rawCompleteSQL string
+)
+
+// RawBurnDown works the enqueued jobs with bare SQL: RawConns loops, each
+// claiming up to Workers jobs and completing them in one statement. It is
+// the ceiling the library is measured against.
+func RawBurnDown(ctx context.Context, cfg *Config) (Result, error) {
+	schema := pgx.Identifier{cfg.schema()}.Sanitize()
+	claim := strings.ReplaceAll(rawClaimSQL, "{{schema}}", schema)
+	complete := strings.ReplaceAll(rawCompleteSQL, "{{schema}}", schema)
+	conns := max(cfg.RawConns, 1)
+	var done atomic.Int64
+	stopProgress := progress(cfg.Progress, "raw burn-down", done.Load, int64(cfg.Jobs))
+	start := time.Now()
+	var wg sync.WaitGroup
+	errs := make(chan error, conns)
+	for range conns {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for ctx.Err() == nil {
+				rows, err := cfg.Pool.Query(ctx, claim, queue, cfg.Workers)
+				if err != nil {
+					errs <- err
+					return
+				}
+				var ids, fences []int64
+				for rows.Next() {
+					var id, fence int64
+					if err := rows.Scan(&id, &fence); err != nil {
+						errs <- err
+						return
+					}
+					ids, fences = append(ids, id), append(fences, fence)
+				}
+				if err := rows.Err(); err != nil {
+					errs <- err
+					return
+				}
+				if len(ids) == 0 {
+					return
+				}
+				tag, err := cfg.Pool.Exec(ctx, complete, ids, fences)
+				if err != nil {
+					errs <- err
+					return
+				}
+				done.Add(tag.RowsAffected())
+			}
+		}()
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	stopProgress()
+	close(errs)
+	if err := <-errs; err != nil {
+		return Result{}, fmt.Errorf("raw burn-down: %w", err)
+	}
+	return Result{Mode: "raw", Jobs: done.Load(), Elapsed: elapsed}, ctx.Err()
+}

@@ -1,0 +1,15 @@
+-- The raw ceiling's claim: pgqueue's claim statement, written out by hand.
+WITH picked AS (
+    SELECT id
+    FROM {{schema}}.jobs
+    WHERE state = 'available' AND queue = $1
+    ORDER BY priority, run_at, id
+    LIMIT $2
+    FOR UPDATE SKIP LOCKED
+)
+UPDATE {{schema}}.jobs j
+SET state = 'running', attempt = j.attempt + 1, fence = nextval('{{schema}}.fence_seq'),
+    lease_until = now() + interval '30 seconds', worker_id = 'raw', attempted_at = now()
+FROM picked
+WHERE j.id = picked.id
+RETURNING j.id, j.fence

@@ -1,0 +1,5 @@
+-- The raw ceiling's completion: one fenced statement per batch.
+UPDATE {{schema}}.jobs j
+SET state = 'completed', finalized_at = now(), lease_until = NULL
+FROM unnest($1::bigint[], $2::bigint[]) AS c(id, fence)
+WHERE j.id = c.id AND j.fence = c.fence AND j.state = 'running'

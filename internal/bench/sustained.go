@@ -1,0 +1,93 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/pgqueue/pgqueue"
+)
+
+// Sustained offers cfg.Rate jobs per second for cfg.Duration, in small
+// batches every 10 ms, to a client working them with cfg.Workers, then
+// waits for the last of them and reads the enqueue→start latency of every
+// job from the database (attempted_at − created_at, both by its clock).
+func Sustained(ctx context.Context, cfg *Config) (Result, error) {
+	var worked atomic.Int64
+	workers := pgqueue.NewWorkers()
+	if err := pgqueue.AddWorkerFunc(workers, func(ctx context.Context, job *pgqueue.Job[noopArgs]) error {
+		worked.Add(1)
+		return nil
+	}, nil); err != nil {
+		return Result{}, err
+	}
+	client, err := pgqueue.New(cfg.Pool, &pgqueue.Config{
+		Schema:  cfg.schema(),
+		Workers: workers,
+		Queues:  map[string]pgqueue.QueueConfig{queue: {MaxWorkers: cfg.Workers}},
+		Logger:  quietLogger(),
+	})
+	if err != nil {
+		return Result{}, err
+	}
+	if err := client.Start(ctx); err != nil {
+		return Result{}, err
+	}
+	stopProgress := progress(cfg.Progress, "sustained", worked.Load, 0)
+
+	const tick = 10 * time.Millisecond
+	perTick := float64(cfg.Rate) * tick.Seconds()
+	opts := &pgqueue.InsertOpts{Queue: queue}
+	var offered int64
+	start := time.Now()
+	ticker := time.NewTicker(tick)
+	var owed float64
+	var insertErr error
+	for time.Since(start) < cfg.Duration && ctx.Err() == nil && insertErr == nil {
+		<-ticker.C
+		owed += perTick
+		n := int(owed)
+		owed -= float64(n)
+		if n == 0 {
+			continue
+		}
+		params := make([]pgqueue.EnqueueParams, n)
+		for i := range params {
+			params[i] = pgqueue.EnqueueParams{Args: noopArgs{N: int(offered) + i}, Opts: opts}
+		}
+		_, insertErr = client.EnqueueMany(ctx, params)
+		offered += int64(n)
+	}
+	ticker.Stop()
+	elapsed := time.Since(start)
+	for worked.Load() < offered && ctx.Err() == nil && insertErr == nil {
+		time.Sleep(10 * time.Millisecond)
+	}
+	stopErr := client.Stop(context.WithoutCancel(ctx))
+	stopProgress()
+	if insertErr != nil {
+		return Result{}, fmt.Errorf("sustained: enqueue: %w", insertErr)
+	}
+	if stopErr != nil {
+		return Result{}, stopErr
+	}
+	res := Result{Mode: "sustained", Jobs: worked.Load(), Elapsed: elapsed}
+	jobs := pgx.Identifier{cfg.schema(), "jobs"}.Sanitize()
+	var p50, p95, p99 float64
+	err = cfg.Pool.QueryRow(ctx, `
+		SELECT percentile_cont(0.50) WITHIN GROUP (ORDER BY d),
+		       percentile_cont(0.95) WITHIN GROUP (ORDER BY d),
+		       percentile_cont(0.99) WITHIN GROUP (ORDER BY d)
+		FROM (SELECT extract(epoch FROM attempted_at - created_at) AS d
+		      FROM `+jobs+` WHERE kind = 'bench_noop' AND attempted_at IS NOT NULL) l`).Scan(&p50, &p95, &p99)
+	if err != nil {
+		return Result{}, fmt.Errorf("sustained: latency: %w", err)
+	}
+	res.P50, res.P95, res.P99 = seconds(p50), seconds(p95), seconds(p99)
+	return res, nil
+}
+
+func seconds(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }
