@@ -1,0 +1,384 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/pgqueue/pgqueue"
+	"github.com/pgqueue/pgqueue/internal/pgtest"
+)
+
+const demoUsage = `Usage: pgqueue demo [flags]
+
+Enqueues a batch of jobs over three queues (emails, reports, default) with
+priorities 0 to 3 and works them with one client, showing the jobs by state
+as they move, then a summary read back from the database. About 10% of the
+jobs are scheduled 1-5 s ahead, about 10% fail once or twice before they
+succeed, and 1% fail every time and end discarded after 3 attempts.
+
+Without a database URL the demo starts a throwaway PostgreSQL server from
+the local binaries (initdb, postgres) and removes it at the end. With one,
+it works in a schema of its own, emptied at the start, so that it never
+mixes with real jobs; it refuses a schema holding jobs it did not enqueue.
+
+Flags:
+
+	--database-url URL  database to use (default: $DATABASE_URL;
+	                    none: a throwaway server)
+	--schema NAME       schema of the demo's tables (default "pgqueue_demo")
+	--jobs N            how many jobs to enqueue (default 10000)
+	--timeout D         give up with exit code 1 when the jobs are not done
+	                    after D (default 2m)
+`
+
+// demoArgs is a parsed demo command line.
+type demoArgs struct {
+	dbFlags
+	jobs    int
+	timeout time.Duration
+}
+
+func parseDemoArgs(args []string) (demoArgs, error) {
+	var a demoArgs
+	fs := newFlagSet("demo")
+	a.register(fs, "pgqueue_demo")
+	fs.IntVar(&a.jobs, "jobs", 10_000, "")
+	fs.DurationVar(&a.timeout, "timeout", 2*time.Minute, "")
+	pos, err := parseInterspersed(fs, args)
+	switch {
+	case err != nil:
+		return a, err
+	case len(pos) > 0:
+		return a, usagef("demo takes no arguments, got %q", pos)
+	case a.jobs < 1:
+		return a, usagef("--jobs must be at least 1, got %d", a.jobs)
+	case a.timeout <= 0:
+		return a, usagef("--timeout must be positive, got %s", a.timeout)
+	}
+	return a, a.checkSchema()
+}
+
+// runDemo is the demo command.
+func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	a, err := parseDemoArgs(args)
+	if err != nil {
+		return parseFailed("demo", demoUsage, err, stdout, stderr)
+	}
+	if err := demo(ctx, a, stdout, stderr); err != nil {
+		fmt.Fprintln(stderr, err)
+		return exitError
+	}
+	return exitOK
+}
+
+// The demo's queues and how many of each one's jobs the client runs at once.
+var demoQueues = map[string]pgqueue.QueueConfig{
+	"emails":             {MaxWorkers: 20},
+	"reports":            {MaxWorkers: 10},
+	pgqueue.DefaultQueue: {MaxWorkers: 10},
+}
+
+func demo(ctx context.Context, a demoArgs, stdout, stderr io.Writer) (err error) {
+	connString, release, err := demoServer(ctx, a.databaseURL, stdout)
+	if err != nil {
+		return err
+	}
+	defer func() { err = errors.Join(err, release()) }()
+
+	cfg, err := pgxpool.ParseConfig(connString)
+	if err != nil {
+		return fmt.Errorf("connect: %w", err)
+	}
+	// Handlers hold no connection: this many serve the 40 of them.
+	cfg.MaxConns = 16
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return fmt.Errorf("connect: %w", err)
+	}
+	defer pool.Close()
+	if a.databaseURL != "" {
+		fmt.Fprintf(stdout, "using database %q on %s:%d\n", cfg.ConnConfig.Database, cfg.ConnConfig.Host, cfg.ConnConfig.Port)
+	}
+
+	table := pgx.Identifier{a.schema, "jobs"}.Sanitize()
+	if err := prepareDemoSchema(ctx, pool, a.schema, table, stdout); err != nil {
+		return err
+	}
+	client, err := newDemoClient(pool, a.schema, stderr)
+	if err != nil {
+		return err
+	}
+	if err := client.Start(ctx); err != nil {
+		return err
+	}
+	elapsed, workErr := enqueueAndWatch(ctx, client, pool, table, a, stdout)
+	// The jobs are done, or the demo gives up: either way no running job
+	// is waited for long.
+	stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	if err := errors.Join(workErr, client.Stop(stopCtx)); err != nil {
+		return err
+	}
+	return printSummary(ctx, pool, table, elapsed, stdout)
+}
+
+// demoServer returns the connection string of the server to use and a
+// function that releases what demoServer started: with no databaseURL, a
+// throwaway server of its own.
+func demoServer(ctx context.Context, databaseURL string, stdout io.Writer) (string, func() error, error) {
+	if databaseURL != "" {
+		return databaseURL, func() error { return nil }, nil
+	}
+	fmt.Fprintln(stdout, "no --database-url or DATABASE_URL: starting a throwaway PostgreSQL server")
+	local, err := pgtest.StartLocal(ctx, pgtest.LocalOptions{})
+	if err != nil {
+		return "", nil, fmt.Errorf("start a throwaway server: %w", err)
+	}
+	fmt.Fprintf(stdout, "using the throwaway server on 127.0.0.1:%d (data in %s, removed at the end)\n", local.Port(), local.DataDir())
+	release := func() error {
+		if err := local.Close(); err != nil {
+			return fmt.Errorf("stop the throwaway server: %w", err)
+		}
+		return nil
+	}
+	return local.ConnString("postgres"), release, nil
+}
+
+// prepareDemoSchema migrates the demo's schema and empties its jobs table,
+// unless the table holds jobs of other kinds than the demo's: those are not
+// the demo's to delete.
+func prepareDemoSchema(ctx context.Context, pool *pgxpool.Pool, schema, table string, stdout io.Writer) error {
+	res, err := pgqueue.Migrate(ctx, pool, schema)
+	if err != nil {
+		return err
+	}
+	printResult(stdout, "migrated", schema, res)
+	return pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, "LOCK TABLE "+table+" IN ACCESS EXCLUSIVE MODE"); err != nil {
+			return fmt.Errorf("empty %s: %w", table, err)
+		}
+		var foreign bool
+		if err := tx.QueryRow(ctx, "SELECT EXISTS (SELECT FROM "+table+" WHERE kind <> $1)", demoJob{}.Kind()).Scan(&foreign); err != nil {
+			return fmt.Errorf("empty %s: %w", table, err)
+		}
+		if foreign {
+			return fmt.Errorf("schema %s holds jobs the demo did not enqueue; refusing to empty it: choose another --schema", schema)
+		}
+		if _, err := tx.Exec(ctx, "TRUNCATE "+table); err != nil {
+			return fmt.Errorf("empty %s: %w", table, err)
+		}
+		return nil
+	})
+}
+
+// demoJob is the args of every demo job.
+type demoJob struct {
+	// N numbers the job within the run.
+	N int `json:"n"`
+	// Fail is how many attempts fail before one succeeds; -1: all of them.
+	Fail int `json:"fail,omitempty"`
+}
+
+func (demoJob) Kind() string { return "demo" }
+
+func workDemoJob(ctx context.Context, job *pgqueue.Job[demoJob]) error {
+	select {
+	case <-time.After(rand.N(2 * time.Millisecond)):
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	if fail := job.Args.Fail; fail < 0 || job.Attempt <= fail {
+		return fmt.Errorf("demo job %d fails attempt %d, as planned", job.Args.N, job.Attempt)
+	}
+	return nil
+}
+
+func newDemoClient(pool *pgxpool.Pool, schema string, stderr io.Writer) (*pgqueue.Client, error) {
+	workers := pgqueue.NewWorkers()
+	if err := pgqueue.AddWorkerFunc(workers, workDemoJob, nil); err != nil {
+		return nil, err
+	}
+	return pgqueue.New(pool, &pgqueue.Config{
+		Schema:  schema,
+		Queues:  demoQueues,
+		Workers: workers,
+		// Short delays, so that retries show up within the demo.
+		RetryPolicy:       pgqueue.ExponentialBackoff{Base: 50 * time.Millisecond, Max: 500 * time.Millisecond},
+		FetchPollInterval: 100 * time.Millisecond,
+		SchedulerInterval: 250 * time.Millisecond,
+		// Failed attempts are the demo's point; only trouble is worth a line.
+		Logger: slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
+	})
+}
+
+// demoParams returns n jobs: every tenth fails once or twice, every tenth
+// (another one) is scheduled 1-5 s ahead, and every hundredth always fails
+// and has 3 attempts. Queue and priority are drawn at random.
+func demoParams(n int) []pgqueue.EnqueueParams {
+	queues := make([]string, 0, len(demoQueues))
+	for q := range demoQueues {
+		queues = append(queues, q)
+	}
+	now := time.Now()
+	params := make([]pgqueue.EnqueueParams, n)
+	for i := range params {
+		job := demoJob{N: i}
+		opts := &pgqueue.InsertOpts{
+			Queue:    queues[rand.IntN(len(queues))],
+			Priority: int16(rand.IntN(4)),
+		}
+		switch {
+		case i%10 == 1:
+			job.Fail = 1 + i/10%2
+		case i%10 == 2:
+			opts.RunAt = now.Add(time.Second + rand.N(4*time.Second))
+		case i%100 == 99:
+			job.Fail = -1
+			opts.MaxAttempts = 3
+		}
+		params[i] = pgqueue.EnqueueParams{Args: job, Opts: opts}
+	}
+	return params
+}
+
+// enqueueAndWatch enqueues the demo's jobs and shows their progress until
+// none is left to run, or the timeout or an interrupt ends the wait. It
+// returns the time from the start of the enqueue to the end of the last
+// job.
+func enqueueAndWatch(ctx context.Context, client *pgqueue.Client, pool *pgxpool.Pool, table string, a demoArgs, stdout io.Writer) (time.Duration, error) {
+	wctx, cancel := context.WithTimeout(ctx, a.timeout)
+	defer cancel()
+	start := time.Now()
+	n, err := client.EnqueueMany(wctx, demoParams(a.jobs))
+	if err != nil {
+		return 0, giveUp(ctx, a.timeout, err)
+	}
+	fmt.Fprintf(stdout, "enqueued %d jobs in %s\n", n, time.Since(start).Round(time.Millisecond))
+
+	tty := isTerminal(stdout)
+	every := time.Second
+	if tty {
+		every = 100 * time.Millisecond
+	}
+	// The state is read every 100 ms either way, so that the end is seen
+	// at once; it is shown every `every`.
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	var shown time.Time
+	width := 0
+	for {
+		counts, err := countStates(wctx, pool, table)
+		if err != nil {
+			if tty {
+				fmt.Fprintln(stdout)
+			}
+			return 0, giveUp(ctx, a.timeout, err)
+		}
+		now := time.Now()
+		done := counts[pgqueue.StateScheduled]+counts[pgqueue.StateAvailable]+counts[pgqueue.StateRunning] == 0
+		if done || now.Sub(shown) >= every {
+			shown = now
+			line := progressLine(counts, now.Sub(start))
+			if tty {
+				// Blanks over the rest of a longer previous line.
+				fmt.Fprint(stdout, "\r"+line+strings.Repeat(" ", max(0, width-len(line))))
+				width = len(line)
+			} else {
+				fmt.Fprintln(stdout, line)
+			}
+		}
+		if done {
+			if tty {
+				fmt.Fprintln(stdout)
+			}
+			return now.Sub(start), nil
+		}
+		select {
+		case <-wctx.Done():
+		case <-tick.C:
+		}
+	}
+}
+
+// giveUp says why the wait ended early: an interrupt, the timeout, or err.
+func giveUp(ctx context.Context, timeout time.Duration, err error) error {
+	switch {
+	case ctx.Err() != nil:
+		return errors.New("interrupted before the jobs were done")
+	case errors.Is(err, context.DeadlineExceeded):
+		return fmt.Errorf("timed out: the jobs were not done after %s", timeout)
+	default:
+		return err
+	}
+}
+
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	fi, err := f.Stat()
+	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+}
+
+func countStates(ctx context.Context, pool *pgxpool.Pool, table string) (map[pgqueue.JobState]int64, error) {
+	rows, _ := pool.Query(ctx, "SELECT state, count(*) FROM "+table+" GROUP BY state")
+	counts := map[pgqueue.JobState]int64{}
+	var (
+		state string
+		n     int64
+	)
+	_, err := pgx.ForEachRow(rows, []any{&state, &n}, func() error {
+		counts[pgqueue.JobState(state)] = n
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("count jobs by state: %w", err)
+	}
+	return counts, nil
+}
+
+func progressLine(counts map[pgqueue.JobState]int64, elapsed time.Duration) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%6.1fs", elapsed.Seconds())
+	for _, s := range []pgqueue.JobState{pgqueue.StateScheduled, pgqueue.StateAvailable, pgqueue.StateRunning, pgqueue.StateCompleted, pgqueue.StateDiscarded, pgqueue.StateCancelled} {
+		if s == pgqueue.StateCancelled && counts[s] == 0 {
+			continue // the demo cancels nothing
+		}
+		fmt.Fprintf(&b, "  %s %5d", s, counts[s])
+	}
+	fmt.Fprintf(&b, "  %6.0f jobs/s", float64(counts[pgqueue.StateCompleted])/elapsed.Seconds())
+	return b.String()
+}
+
+// printSummary reports the run as the database recorded it.
+func printSummary(ctx context.Context, pool *pgxpool.Pool, table string, elapsed time.Duration, stdout io.Writer) error {
+	var completed, retried, discarded, attempts int64
+	err := pool.QueryRow(ctx, `SELECT count(*) FILTER (WHERE state = 'completed'),
+	count(*) FILTER (WHERE state = 'completed' AND attempt > 1),
+	count(*) FILTER (WHERE state = 'discarded'),
+	coalesce(sum(attempt), 0)
+FROM `+table).Scan(&completed, &retried, &discarded, &attempts)
+	if err != nil {
+		return fmt.Errorf("summary: %w", err)
+	}
+	fmt.Fprintf(stdout, `summary:
+  completed  %d
+  retried    %d (completed after failed attempts)
+  discarded  %d
+  attempts   %d
+  elapsed    %s
+  jobs/s     %.0f
+`, completed, retried, discarded, attempts, elapsed.Round(time.Millisecond), float64(completed)/elapsed.Seconds())
+	return nil
+}

@@ -1,0 +1,153 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"maps"
+	"strings"
+	"testing"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/pgqueue/pgqueue"
+	"github.com/pgqueue/pgqueue/internal/pgtest"
+)
+
+func TestDemo(t *testing.T) {
+	t.Parallel()
+
+	// newPool returns a pool on a fresh database, and its URL.
+	newPool := func(t *testing.T) (*pgxpool.Pool, string) {
+		t.Helper()
+		url := pgtest.DB().NewDatabase(t)
+		pool, err := pgxpool.New(t.Context(), url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(pool.Close)
+		return pool, url
+	}
+
+	t.Run("WorksEveryJob", func(t *testing.T) {
+		t.Parallel()
+		pool, url := newPool(t)
+		// Left over from an earlier run: the demo must empty its table.
+		if _, err := pgqueue.Migrate(t.Context(), pool, "pgqueue_demo"); err != nil {
+			t.Fatal(err)
+		}
+		earlier, err := pgqueue.New(pool, &pgqueue.Config{Schema: "pgqueue_demo"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := earlier.Enqueue(t.Context(), demoJob{N: 1}, nil); err != nil {
+			t.Fatal(err)
+		}
+
+		code, stdout, stderr := runCLI(t.Context(), "demo", "--jobs", "500", "--database-url", url)
+		if code != exitOK {
+			t.Fatalf("exit code %d\nstdout: %s\nstderr: %s", code, stdout, stderr)
+		}
+		counts, err := countStates(t.Context(), pool, "pgqueue_demo.jobs")
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Every hundredth job fails every time; every other one ends
+		// completed.
+		want := map[pgqueue.JobState]int64{pgqueue.StateCompleted: 495, pgqueue.StateDiscarded: 5}
+		if !maps.Equal(counts, want) {
+			t.Errorf("jobs by state %v, want %v", counts, want)
+		}
+		for _, line := range []string{"summary:", "completed  495", "retried    50", "discarded  5"} {
+			if !strings.Contains(stdout, line) {
+				t.Errorf("output does not contain %q:\n%s", line, stdout)
+			}
+		}
+	})
+
+	t.Run("RefusesSchemaWithOtherJobs", func(t *testing.T) {
+		t.Parallel()
+		pool, url := newPool(t)
+		if _, err := pgqueue.Migrate(t.Context(), pool, ""); err != nil {
+			t.Fatal(err)
+		}
+		client, err := pgqueue.New(pool, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := client.Enqueue(t.Context(), realJob{}, nil); err != nil {
+			t.Fatal(err)
+		}
+		code, stdout, stderr := runCLI(t.Context(), "demo", "--jobs", "10", "--schema", pgqueue.DefaultSchema, "--database-url", url)
+		if code != exitError || !strings.Contains(stderr, "refusing to empty it") {
+			t.Fatalf("exit code %d, want %d with a refusal\nstdout: %s\nstderr: %s", code, exitError, stdout, stderr)
+		}
+		var kinds []string
+		rows, _ := pool.Query(t.Context(), "SELECT kind FROM pgqueue.jobs")
+		for rows.Next() {
+			var kind string
+			if err := rows.Scan(&kind); err != nil {
+				t.Fatal(err)
+			}
+			kinds = append(kinds, kind)
+		}
+		if err := rows.Err(); err != nil {
+			t.Fatal(err)
+		}
+		if len(kinds) != 1 || kinds[0] != (realJob{}).Kind() {
+			t.Errorf("jobs after the refusal: %q, want only the real one", kinds)
+		}
+	})
+
+	t.Run("TimesOut", func(t *testing.T) {
+		t.Parallel()
+		_, url := newPool(t)
+		// Some jobs are scheduled a second or more ahead: 500 ms is too
+		// short for them.
+		code, stdout, stderr := runCLI(t.Context(), "demo", "--jobs", "100", "--timeout", "500ms", "--database-url", url)
+		if code != exitError || !strings.Contains(stderr, "timed out") {
+			t.Fatalf("exit code %d, want %d with a timeout\nstdout: %s\nstderr: %s", code, exitError, stdout, stderr)
+		}
+	})
+
+	t.Run("HandsJobsBackWhenInterrupted", func(t *testing.T) {
+		t.Parallel()
+		pool, url := newPool(t)
+		ctx, cancel := context.WithCancel(t.Context())
+		defer cancel()
+		// Interrupted once the jobs are in and being worked.
+		stdout := &cancelOnOutput{want: "jobs/s", cancel: cancel}
+		var stderr bytes.Buffer
+		code := run(ctx, []string{"demo", "--jobs", "500", "--database-url", url}, stdout, &stderr)
+		if code != exitError || !strings.Contains(stderr.String(), "interrupted") {
+			t.Fatalf("exit code %d, want %d after an interrupt\nstdout: %s\nstderr: %s", code, exitError, stdout, &stderr)
+		}
+		counts, err := countStates(t.Context(), pool, "pgqueue_demo.jobs")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n := counts[pgqueue.StateRunning]; n != 0 {
+			t.Errorf("%d jobs still running after the demo ended, want 0: %v", n, counts)
+		}
+	})
+}
+
+// cancelOnOutput collects output and calls cancel once it contains want.
+type cancelOnOutput struct {
+	bytes.Buffer
+	want   string
+	cancel context.CancelFunc
+}
+
+func (w *cancelOnOutput) Write(p []byte) (int, error) {
+	n, err := w.Buffer.Write(p)
+	if strings.Contains(w.String(), w.want) {
+		w.cancel()
+	}
+	return n, err
+}
+
+// realJob stands for a job of the application, which the demo must not
+// delete.
+type realJob struct{}
+
+func (realJob) Kind() string { return "send_invoice" }

@@ -1,0 +1,164 @@
+// Command pgqueue manages pgqueue's schema and shows the queue at work.
+//
+// Usage:
+//
+//	pgqueue <command> [arguments]
+//
+// The commands are:
+//
+//	migrate   apply, revert or inspect the schema migrations:
+//	          pgqueue migrate up | down N | down --all | version | force V
+//	demo      enqueue and work a batch of jobs with a live progress line
+//	help      show the usage of pgqueue or of one command
+//
+// Both migrate and demo take --database-url (default: the DATABASE_URL
+// environment variable) and --schema. Run "pgqueue help <command>" for
+// details.
+//
+// Exit codes: 0 on success, 1 when the command failed (the error is printed
+// on stderr), 2 when the command line was wrong.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"regexp"
+	"syscall"
+
+	"github.com/pgqueue/pgqueue"
+)
+
+// Exit codes of every command.
+const (
+	exitOK    = 0
+	exitError = 1
+	exitUsage = 2
+)
+
+const mainUsage = `pgqueue manages pgqueue's schema and shows the queue at work.
+
+Usage:
+
+	pgqueue <command> [arguments]
+
+Commands:
+
+	migrate   apply, revert or inspect the schema migrations
+	demo      enqueue and work a batch of jobs with a live progress line
+	help      show this text, or the usage of one command
+
+Run "pgqueue help <command>" for a command's flags and arguments.
+`
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	// The first signal starts an orderly end; a second one ends the program
+	// at once, the default behaviour once stop has run.
+	context.AfterFunc(ctx, stop)
+	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+// run dispatches to the command args name and returns the exit code.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, mainUsage)
+		return exitUsage
+	}
+	name, rest := args[0], args[1:]
+	switch name {
+	case "migrate":
+		return runMigrate(ctx, rest, stdout, stderr)
+	case "demo":
+		return runDemo(ctx, rest, stdout, stderr)
+	case "help", "-h", "-help", "--help":
+		return runHelp(ctx, rest, stdout, stderr)
+	default:
+		fmt.Fprintf(stderr, "pgqueue: unknown command %q\nRun 'pgqueue help' for usage.\n", name)
+		return exitUsage
+	}
+}
+
+// usageError is a mistake on the command line: exit code 2.
+type usageError struct{ msg string }
+
+func (e *usageError) Error() string { return e.msg }
+
+func usagef(format string, args ...any) error {
+	return &usageError{msg: fmt.Sprintf(format, args...)}
+}
+
+// parseFailed reports the error of parsing command's arguments and returns
+// the exit code: the usage on stdout for -h, the error on stderr otherwise.
+// A parse error is always a usage error.
+func parseFailed(command, usage string, err error, stdout, stderr io.Writer) int {
+	if errors.Is(err, flag.ErrHelp) {
+		fmt.Fprint(stdout, usage)
+		return exitOK
+	}
+	fmt.Fprintf(stderr, "pgqueue %s: %v\nRun 'pgqueue help %s' for usage.\n", command, err, command)
+	return exitUsage
+}
+
+// newFlagSet returns a flag set that reports errors to its caller instead
+// of printing them, so that the command decides what goes where.
+func newFlagSet(command string) *flag.FlagSet {
+	fs := flag.NewFlagSet(command, flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
+	return fs
+}
+
+var negativeNumber = regexp.MustCompile(`^-[0-9]+$`)
+
+// parseInterspersed parses fs's flags wherever they stand among args, so
+// that "migrate up --schema x" and "migrate --schema x up" mean the same,
+// and returns the positional arguments in order. After "--" everything is
+// positional; a negative number is positional too, for "force -1".
+func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
+	var positional []string
+	for {
+		for len(args) > 0 && negativeNumber.MatchString(args[0]) {
+			positional = append(positional, args[0])
+			args = args[1:]
+		}
+		if err := fs.Parse(args); err != nil {
+			return nil, err
+		}
+		rest := fs.Args()
+		if len(rest) == 0 {
+			return positional, nil
+		}
+		if consumed := len(args) - len(rest); consumed > 0 && args[consumed-1] == "--" {
+			return append(positional, rest...), nil
+		}
+		positional = append(positional, rest[0])
+		args = rest[1:]
+	}
+}
+
+// dbFlags are the flags every command that talks to the database has.
+type dbFlags struct {
+	databaseURL string
+	schema      string
+}
+
+func (f *dbFlags) register(fs *flag.FlagSet, defaultSchema string) {
+	fs.StringVar(&f.databaseURL, "database-url", os.Getenv("DATABASE_URL"), "")
+	fs.StringVar(&f.schema, "schema", defaultSchema, "")
+}
+
+// checkSchema refuses a schema name pgqueue would refuse, before any
+// connection is made.
+func (f *dbFlags) checkSchema() error {
+	if !pgqueue.SchemaPattern.MatchString(f.schema) {
+		return usagef("invalid --schema %q: must match %s", f.schema, pgqueue.SchemaPattern)
+	}
+	return nil
+}
