@@ -34,6 +34,7 @@ type completer struct {
 	rs    *runState
 	in    chan result
 	quit  chan struct{} // closed by Stop once no executor will send
+	hurry chan struct{} // closed when Stop's context ended: stop retrying
 	done  chan struct{}
 	limit int
 	delay time.Duration
@@ -45,6 +46,7 @@ func newCompleter(c *Client, rs *runState) *completer {
 		rs:    rs,
 		in:    make(chan result, c.config.CompleteBatchSize*4),
 		quit:  make(chan struct{}),
+		hurry: make(chan struct{}),
 		done:  make(chan struct{}),
 		limit: c.config.CompleteBatchSize,
 		delay: c.config.CompleteBatchDelay,
@@ -139,7 +141,12 @@ func (k *completer) write(batch []result) {
 			c.log.Error("pgqueue: giving up recording job results; their jobs will be rescued", "jobs", len(pending), "err", err)
 			return
 		}
-		time.Sleep(wait)
+		select {
+		case <-time.After(wait):
+		case <-k.hurry:
+			c.log.Error("pgqueue: stop deadline passed while recording job results; their jobs will be rescued", "jobs", len(pending), "err", err)
+			return
+		}
 	}
 }
 

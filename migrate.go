@@ -38,6 +38,7 @@ func (r MigrateResult) Changed() bool { return r.From != r.To }
 type Migrator struct {
 	m      *migrate.Migrate
 	db     *sql.DB
+	pool   *pgxpool.Pool
 	schema string
 }
 
@@ -78,7 +79,7 @@ func NewMigrator(ctx context.Context, pool *pgxpool.Pool, schema string) (*Migra
 		_ = driver.Close()
 		return nil, fmt.Errorf("pgqueue: migrate: %w", err)
 	}
-	return &Migrator{m: m, db: db, schema: schema}, nil
+	return &Migrator{m: m, db: db, pool: pool, schema: schema}, nil
 }
 
 // createSchema creates the schema under a transaction-scoped advisory lock:
@@ -146,7 +147,28 @@ func (mg *Migrator) Force(ctx context.Context, version int) error {
 	return nil
 }
 
-func (mg *Migrator) run(ctx context.Context, op string, step func() error) (MigrateResult, error) {
+func (mg *Migrator) run(ctx context.Context, op string, step func() error) (_ MigrateResult, err error) {
+	// golang-migrate locks only around its own step; concurrent runs would
+	// all read the same From. This lock, on a connection held for the run,
+	// makes From and To this run's own.
+	conn, err := mg.pool.Acquire(ctx)
+	if err != nil {
+		return MigrateResult{}, dbError("migrate "+op, err)
+	}
+	const lockKey = "SELECT hashtextextended('pgqueue:migrate:' || $1, 0)"
+	if _, err := conn.Exec(ctx, "SELECT pg_advisory_lock(("+lockKey+"))", mg.schema); err != nil {
+		conn.Release()
+		return MigrateResult{}, dbError("migrate "+op+": lock", err)
+	}
+	defer func() {
+		var unlocked bool
+		uerr := conn.QueryRow(context.WithoutCancel(ctx), "SELECT pg_advisory_unlock(("+lockKey+"))", mg.schema).Scan(&unlocked)
+		if uerr != nil || !unlocked {
+			// Closing the session is the sure way to drop its lock.
+			_ = conn.Conn().Close(context.WithoutCancel(ctx))
+		}
+		conn.Release()
+	}()
 	from, _, err := mg.Version(ctx)
 	if err != nil {
 		return MigrateResult{}, err

@@ -25,7 +25,7 @@ var SchemaPattern = regexp.MustCompile(`^[a-z_][a-z0-9_]{0,62}$`)
 // queries holds every statement of sql/, with the schema filled in once.
 type queries struct {
 	claim, insert, insertMany, complete, finish, schedule             string
-	notify, notifyQueues, notifyDue                                   string
+	notify, notifyQueues, notifyDue, poll                             string
 	heartbeat, rescueCandidates, rescue, jobOutcomes, checkFence      string
 	xactLock, tryXactLock, sessionLock, trySessionLock, sessionUnlock string
 	leaseAcquire, leaseRenew, leaseRelease                            string
@@ -50,7 +50,7 @@ func loadQueries(schema string) (*queries, error) {
 	quoted := quoteSchema(schema)
 	q := &queries{}
 	for name, dst := range map[string]*string{
-		"claim": &q.claim, "insert": &q.insert, "insert_many": &q.insertMany, "notify_due": &q.notifyDue, "complete": &q.complete, "finish": &q.finish,
+		"claim": &q.claim, "insert": &q.insert, "insert_many": &q.insertMany, "notify_due": &q.notifyDue, "poll": &q.poll, "complete": &q.complete, "finish": &q.finish,
 		"schedule": &q.schedule, "notify": &q.notify, "notify_queues": &q.notifyQueues,
 		"heartbeat": &q.heartbeat, "rescue_candidates": &q.rescueCandidates, "rescue": &q.rescue,
 		"job_outcomes": &q.jobOutcomes, "check_fence": &q.checkFence,

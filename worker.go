@@ -172,6 +172,8 @@ func (c *Client) Start(ctx context.Context) error {
 		return err
 	}
 	if len(rs.producers) > 0 {
+		rs.loops.Add(1)
+		go c.runPoller(rs)
 		rs.notifier, err = notifier.Start(rs.fetch, notifier.Config{
 			ConnConfig: c.pool.Config().ConnConfig.Copy(),
 			Channel:    pgx.Identifier{c.channel}.Sanitize(),
@@ -225,7 +227,10 @@ func (c *Client) Stop(ctx context.Context) error {
 	}
 	defer func() {
 		// Results are written before heartbeats end: until then the jobs
-		// are still claimed.
+		// are still claimed. Past Stop's deadline, failing writes are not
+		// retried: the rescuer will find those jobs.
+		stopHurry := context.AfterFunc(ctx, func() { close(rs.completer.hurry) })
+		defer stopHurry()
 		close(rs.completer.quit)
 		<-rs.completer.done
 		close(rs.heartbeatsDone)
@@ -288,8 +293,6 @@ func (p *producer) wake() {
 func (p *producer) run() {
 	defer p.rs.loops.Done()
 	c := p.client
-	poll := time.NewTimer(0)
-	defer poll.Stop()
 	running := 0
 	fetchNow := true
 	// more is true while the last claim filled every slot it asked for, so
@@ -314,7 +317,6 @@ func (p *producer) run() {
 				more = len(jobs) == want
 			}
 			fetchNow = false
-			poll.Reset(c.config.FetchPollInterval)
 		}
 		select {
 		case <-p.rs.fetch.Done():
@@ -331,11 +333,43 @@ func (p *producer) run() {
 					drained = true
 				}
 			}
-			fetchNow = more
+			// A wake-up that came while every slot was taken still counts.
+			fetchNow = fetchNow || more
 		case <-p.wakeCh:
 			fetchNow = true
-		case <-poll.C:
-			fetchNow = true
+		}
+	}
+}
+
+// runPoller asks once per FetchPollInterval which of the client's queues
+// have available jobs and wakes their producers: the fallback for
+// notifications missed or never sent.
+func (c *Client) runPoller(rs *runState) {
+	defer rs.loops.Done()
+	queues := make([]string, 0, len(rs.producers))
+	for q := range rs.producers {
+		queues = append(queues, q)
+	}
+	tick := time.NewTicker(c.config.FetchPollInterval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-rs.fetch.Done():
+			return
+		case <-tick.C:
+		}
+		ctx, cancel := context.WithTimeout(rs.fetch, writeTimeout)
+		rows, err := c.pool.Query(ctx, c.q.poll, queues)
+		if err == nil {
+			var q string
+			_, err = pgx.ForEachRow(rows, []any{&q}, func() error {
+				rs.producers[q].wake()
+				return nil
+			})
+		}
+		cancel()
+		if err != nil && rs.fetch.Err() == nil {
+			c.log.Error("pgqueue: poll failed", "err", err)
 		}
 	}
 }

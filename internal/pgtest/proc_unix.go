@@ -44,7 +44,9 @@ func serverUser() (*osUser, error) {
 }
 
 func procAttr(u *osUser) *syscall.SysProcAttr {
-	attr := &syscall.SysProcAttr{}
+	// A process group of its own: Ctrl-C in a terminal signals the whole
+	// foreground group, and the server must outlive its client's shutdown.
+	attr := &syscall.SysProcAttr{Setpgid: true}
 	if u != nil {
 		attr.Credential = &syscall.Credential{Uid: uint32(u.uid), Gid: uint32(u.gid)}
 	}
