@@ -96,8 +96,11 @@ type Config struct {
 	// WorkerOpts. Default DefaultJobTimeout; negative means no limit.
 	JobTimeout time.Duration
 
-	// FetchPollInterval is how often an idle queue asks the database for
-	// work. Default DefaultFetchPollInterval.
+	// FetchPollInterval is how often the client asks the database, in one
+	// query for all its queues, whether jobs wait: the fallback for missed
+	// notifications, so a job waits at most about this long for a free
+	// worker that missed its notification. Default
+	// DefaultFetchPollInterval.
 	FetchPollInterval time.Duration
 
 	// SchedulerInterval is how often due scheduled jobs are made available,
