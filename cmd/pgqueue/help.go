@@ -8,7 +8,7 @@ import (
 
 const helpUsage = `Usage: pgqueue help [command]
 
-Shows the usage of pgqueue, or of one command: migrate, demo or help.
+Shows the usage of pgqueue, or of one command: migrate, demo, bench or help.
 `
 
 // runHelp prints the usage asked for on stdout.
@@ -25,6 +25,8 @@ func runHelp(_ context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprint(stdout, migrateUsage)
 	case "demo":
 		fmt.Fprint(stdout, demoUsage)
+	case "bench":
+		fmt.Fprint(stdout, benchUsage)
 	case "help", "-h", "-help", "--help":
 		fmt.Fprint(stdout, helpUsage)
 	default:

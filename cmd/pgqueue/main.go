@@ -9,9 +9,11 @@
 //	migrate   apply, revert or inspect the schema migrations:
 //	          pgqueue migrate up | down N | down --all | version | force V
 //	demo      enqueue and work a batch of jobs with a live progress line
+//	bench     measure throughput and latency: burn-down (with --raw, the
+//	          raw-SQL ceiling in the same run), sustained, idle
 //	help      show the usage of pgqueue or of one command
 //
-// Both migrate and demo take --database-url (default: the DATABASE_URL
+// Every command takes --database-url (default: the DATABASE_URL
 // environment variable) and --schema. Run "pgqueue help <command>" for
 // details.
 //
@@ -50,6 +52,7 @@ Commands:
 
 	migrate   apply, revert or inspect the schema migrations
 	demo      enqueue and work a batch of jobs with a live progress line
+	bench     measure throughput and latency, and the raw-SQL ceiling
 	help      show this text, or the usage of one command
 
 Run "pgqueue help <command>" for a command's flags and arguments.
@@ -77,6 +80,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return runMigrate(ctx, rest, stdout, stderr)
 	case "demo":
 		return runDemo(ctx, rest, stdout, stderr)
+	case "bench":
+		return runBench(ctx, rest, stdout, stderr)
 	case "help", "-h", "-help", "--help":
 		return runHelp(ctx, rest, stdout, stderr)
 	default:

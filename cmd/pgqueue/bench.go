@@ -1,0 +1,178 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/pgqueue/pgqueue/internal/bench"
+)
+
+const benchUsage = `Usage: pgqueue bench [flags] burn-down | sustained | idle
+
+Measures pgqueue on no-op jobs, in a schema of its own that it empties first
+(never point --schema at real jobs):
+
+	burn-down  insert --jobs jobs with EnqueueMany (reported as the enqueue
+	           rate), then time working them with --workers workers; with
+	           --raw, do the same again with bare SQL (pgqueue's claim and a
+	           fenced batch completion, no library) at the same batch size
+	           and print library/raw
+	sustained  insert --rate jobs/s for --duration while working them, then
+	           report jobs/s and enqueue→start latency p50/p95/p99 (by the
+	           database clock: attempted_at - created_at)
+	idle       run two idle clients on three empty queues for --duration
+	           and count the statements each sends
+
+Every report starts with the server settings that decide throughput.
+Without a database URL it starts a throwaway server from the local
+binaries (fsync off: figures from it are a ceiling, not a promise).
+
+Flags:
+
+	--database-url URL  database to use (default: $DATABASE_URL;
+	                    none: a throwaway server)
+	--schema NAME       schema for the run (default "pgqueue_bench")
+	--jobs N            burn-down jobs (default 500000)
+	--workers N         the client's MaxWorkers, which is also the claim
+	                    batch size (default 1000)
+	--raw               burn-down: also run the raw-SQL ceiling
+	--raw-conns N       connections the raw run uses (default 2)
+	--rate N            sustained: jobs offered per second (default 2000)
+	--duration D        sustained and idle: how long (default 30s)
+	--filler N          add N finished and future rows first (default 0)
+`
+
+type benchArgs struct {
+	dbFlags
+	mode     string
+	jobs     int
+	workers  int
+	raw      bool
+	rawConns int
+	rate     int
+	duration time.Duration
+	filler   int
+}
+
+func parseBenchArgs(args []string) (benchArgs, error) {
+	var a benchArgs
+	fs := newFlagSet("bench")
+	a.register(fs, "pgqueue_bench")
+	fs.IntVar(&a.jobs, "jobs", 500_000, "")
+	fs.IntVar(&a.workers, "workers", 1000, "")
+	fs.BoolVar(&a.raw, "raw", false, "")
+	fs.IntVar(&a.rawConns, "raw-conns", 2, "")
+	fs.IntVar(&a.rate, "rate", 2000, "")
+	fs.DurationVar(&a.duration, "duration", 30*time.Second, "")
+	fs.IntVar(&a.filler, "filler", 0, "")
+	pos, err := parseInterspersed(fs, args)
+	switch {
+	case err != nil:
+		return a, err
+	case len(pos) != 1:
+		return a, usagef("bench takes one mode: burn-down, sustained or idle")
+	case pos[0] != "burn-down" && pos[0] != "sustained" && pos[0] != "idle":
+		return a, usagef("unknown bench mode %q", pos[0])
+	case a.jobs < 1 || a.workers < 1 || a.rawConns < 1 || a.rate < 1 || a.filler < 0:
+		return a, usagef("--jobs, --workers, --raw-conns and --rate must be at least 1, --filler not negative")
+	case a.duration <= 0:
+		return a, usagef("--duration must be positive, got %s", a.duration)
+	}
+	a.mode = pos[0]
+	return a, a.checkSchema()
+}
+
+// runBench is the bench command.
+func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	a, err := parseBenchArgs(args)
+	if err != nil {
+		return parseFailed("bench", benchUsage, err, stdout, stderr)
+	}
+	if err := runBenchMode(ctx, a, stdout, stderr); err != nil {
+		fmt.Fprintln(stderr, err)
+		return exitError
+	}
+	return exitOK
+}
+
+func runBenchMode(ctx context.Context, a benchArgs, stdout, stderr io.Writer) (err error) {
+	connString, release, err := demoServer(ctx, a.databaseURL, stderr)
+	if err != nil {
+		return err
+	}
+	defer func() { err = errors.Join(err, release()) }()
+	pcfg, err := pgxpool.ParseConfig(connString)
+	if err != nil {
+		return fmt.Errorf("connect: %w", err)
+	}
+	pcfg.MaxConns = 16
+	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
+	if err != nil {
+		return fmt.Errorf("connect: %w", err)
+	}
+	defer pool.Close()
+
+	settings, err := bench.Settings(ctx, pool)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintln(stdout, "server:", settings)
+	cfg := &bench.Config{
+		Pool: pool, Schema: a.schema, Jobs: a.jobs, Workers: a.workers, RawConns: a.rawConns,
+		Rate: a.rate, Duration: a.duration, Filler: a.filler, Progress: stderr,
+	}
+	if err := bench.Prepare(ctx, cfg); err != nil {
+		return err
+	}
+	if a.filler > 0 {
+		fmt.Fprintf(stdout, "filler: %d finished and future rows\n", a.filler)
+	}
+	switch a.mode {
+	case "idle":
+		res, err := bench.Idle(ctx, cfg, a.duration)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintln(stdout, res)
+	case "sustained":
+		fmt.Fprintf(stdout, "sustained: %d jobs/s offered for %s, %d workers\n", a.rate, a.duration, a.workers)
+		res, err := bench.Sustained(ctx, cfg)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintln(stdout, res)
+	default:
+		fmt.Fprintf(stdout, "burn-down: %d jobs, %d workers (claim batch %d)\n", a.jobs, a.workers, a.workers)
+		enq, err := bench.Enqueue(ctx, cfg)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintln(stdout, enq)
+		lib, err := bench.BurnDown(ctx, cfg)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintln(stdout, lib)
+		if !a.raw {
+			return nil
+		}
+		if err := bench.Prepare(ctx, cfg); err != nil {
+			return err
+		}
+		if _, err := bench.Enqueue(ctx, cfg); err != nil {
+			return err
+		}
+		raw, err := bench.RawBurnDown(ctx, cfg)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintln(stdout, raw)
+		fmt.Fprintf(stdout, "library/raw = %.2f\n", lib.JobsPerSecond()/raw.JobsPerSecond())
+	}
+	return nil
+}
