@@ -1,6 +1,9 @@
 -- claim: take up to $2 available jobs of queue $1 for worker $4, each with a
 -- new fence token and a lease of $3 microseconds. SKIP LOCKED lets concurrent
--- claimers pass over each other's rows instead of waiting on them.
+-- claimers pass over each other's rows instead of waiting on them. The
+-- picked ids reach the UPDATE as an array, so it finds its rows through the
+-- primary key: joined to the CTE instead, the planner may hash the whole
+-- table.
 WITH picked AS (
     SELECT id
     FROM {{schema}}.jobs
@@ -16,8 +19,7 @@ SET state        = 'running',
     lease_until  = now() + $3::bigint * interval '1 microsecond',
     worker_id    = $4,
     attempted_at = now()
-FROM picked
-WHERE j.id = picked.id
+WHERE j.id = ANY (ARRAY(SELECT id FROM picked))
 RETURNING j.id, j.queue, j.kind, j.args, j.priority, j.state, j.attempt, j.max_attempts,
           j.run_at, j.fence, j.lease_until, j.worker_id, j.errors, j.tags, j.meta,
           j.created_at, j.attempted_at, j.finalized_at, j.singleton_key

@@ -31,5 +31,8 @@ SET state = CASE
                         THEN now() END,
     lease_until = NULL
 FROM r
-WHERE j.id = r.id AND j.fence = r.fence AND j.state = 'running'
+-- id = ANY gives the planner the batch's size and the primary key: a plan
+-- driven by a stale estimate of running rows could otherwise rescan the
+-- arrays once per running row.
+WHERE j.id = ANY ($1::bigint[]) AND j.id = r.id AND j.fence = r.fence AND j.state = 'running'
 RETURNING j.id

@@ -4,5 +4,5 @@
 UPDATE {{schema}}.jobs j
 SET lease_until = now() + $3::bigint * interval '1 microsecond'
 FROM unnest($1::bigint[], $2::bigint[]) AS h(id, fence)
-WHERE j.id = h.id AND j.fence = h.fence AND j.state = 'running'
+WHERE j.id = ANY ($1::bigint[]) AND j.id = h.id AND j.fence = h.fence AND j.state = 'running'
 RETURNING j.id

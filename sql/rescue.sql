@@ -1,7 +1,19 @@
 -- rescue: put back jobs whose lease expired, but only those still as
 -- rescue_candidates read them (same fence, still running, still expired), so
--- a completion that landed in between is never overwritten. A rescued job
--- gets a new fence at once: whatever its old holder writes later is refused.
+-- a completion that landed in between is never overwritten. Rows another
+-- transaction has locked are skipped, not waited for: a holder frozen
+-- between its CompleteTx and its COMMIT must not stall every rescue; its
+-- own commit or abort settles that job, and the next round sees it again.
+-- A rescued job gets a new fence at once: whatever its old holder writes
+-- later is refused.
+WITH r AS (
+    SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::bigint[]) AS r(id, fence, delay)
+), free AS (
+    SELECT j.id
+    FROM {{schema}}.jobs j
+    WHERE j.id = ANY ($1::bigint[]) AND j.state = 'running' AND j.lease_until < now()
+    FOR UPDATE SKIP LOCKED
+)
 UPDATE {{schema}}.jobs j
 SET errors = j.errors || jsonb_build_object('attempt', j.attempt, 'at', now(),
         'error', 'lease expired (worker ' || coalesce(j.worker_id, '?') || ')'),
@@ -11,5 +23,6 @@ SET errors = j.errors || jsonb_build_object('attempt', j.attempt, 'at', now(),
     finalized_at = CASE WHEN j.attempt >= j.max_attempts THEN now() END,
     fence = nextval('{{schema}}.fence_seq'),
     lease_until = NULL
-FROM unnest($1::bigint[], $2::bigint[], $3::bigint[]) AS r(id, fence, delay)
-WHERE j.id = r.id AND j.fence = r.fence AND j.state = 'running' AND j.lease_until < now()
+FROM r
+WHERE j.id = ANY (ARRAY(SELECT id FROM free)) AND j.id = r.id AND j.fence = r.fence
+  AND j.state = 'running' AND j.lease_until < now()

@@ -10,8 +10,7 @@ WITH due AS (
 ), moved AS (
     UPDATE {{schema}}.jobs j
     SET state = 'available'
-    FROM due
-    WHERE j.id = due.id
+    WHERE j.id = ANY (ARRAY(SELECT id FROM due))
     RETURNING j.queue
 )
 SELECT queue, count(*), pg_notify($2, queue)::text

@@ -10,6 +10,5 @@ WITH picked AS (
 UPDATE {{schema}}.jobs j
 SET state = 'running', attempt = j.attempt + 1, fence = nextval('{{schema}}.fence_seq'),
     lease_until = now() + interval '30 seconds', worker_id = 'raw', attempted_at = now()
-FROM picked
-WHERE j.id = picked.id
+WHERE j.id = ANY (ARRAY(SELECT id FROM picked))
 RETURNING j.id, j.fence

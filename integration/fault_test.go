@@ -1,0 +1,325 @@
+//go:build unix
+
+package integration_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// Fault scenarios: each runs a few thousand jobs (500 with -short) on a
+// private server through four faultworker processes, injects one kind of
+// fault, and once every job is final checks in SQL that no job was lost, no
+// effect happened twice and no stale write got through (see faultInvariants).
+// Each prints one FAULT line of faultFigures.
+//
+//	go test -race -count=1 ./integration/ -run Fault -v
+//
+// FAULT_LOG_DIR=<dir> keeps the workers' logs there, one directory per test.
+
+// TestFaultWorkerKilled kills a worker process mid-job: its jobs come back
+// when their lease expires and complete elsewhere.
+func TestFaultWorkerKilled(t *testing.T) {
+	t.Parallel()
+	e := newFaultEnv(t, faultJobs())
+	workers := e.startWorkers(4, faultWorkerOpts{})
+	victim := workers[0]
+
+	// Caught mid-job first, so that it surely dies holding jobs.
+	e.freeze(victim)
+	if err := victim.signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	<-victim.exited
+	e.waitSessionsGone(victim.name)
+	orphans := e.runningJobs(victim.name)
+	if len(orphans) == 0 {
+		t.Fatalf("%s held no running job when killed", victim.name)
+	}
+
+	e.waitAllFinal()
+	e.stopWorkers()
+	f := e.check()
+
+	// Every job the victim held was redone by another worker under a newer
+	// fence.
+	ids, fences := faultSplitJobs(orphans)
+	for _, line := range e.evidence(t.Context(), `
+		SELECT format('job %s held by %s at fence %s: state %s, attempt %s, effects %s', j.id, $3::text, s.fence, j.state, j.attempt,
+		              coalesce((SELECT string_agg(e.fence || ' by ' || e.worker, ', ') FROM effects e WHERE e.job_id = j.id), '-'))
+		FROM unnest($1::bigint[], $2::bigint[]) AS s(id, fence) JOIN pgqueue.jobs j ON j.id = s.id
+		WHERE NOT (j.state = 'completed' AND j.attempt > 1 AND j.fence > s.fence
+		           AND EXISTS (SELECT 1 FROM effects e WHERE e.job_id = j.id AND e.worker <> $3 AND e.fence = j.fence))`,
+		ids, fences, victim.name) {
+		t.Errorf("orphan not redone elsewhere: %s", line)
+	}
+	if f.retried == 0 {
+		t.Error("no job took more than one attempt")
+	}
+	e.report("WorkerKilled", 1, "SIGKILL of 1 of 4 workers", f, fmt.Sprintf("orphans_redone=%d", len(orphans)))
+}
+
+// TestFaultWorkerPaused stops a worker with SIGSTOP for longer than its
+// lease, lets the others take its jobs over, then resumes it: whatever it
+// then tries to write about those jobs is refused.
+func TestFaultWorkerPaused(t *testing.T) {
+	t.Parallel()
+	const pause = 5 * time.Second
+	e := newFaultEnv(t, faultJobs())
+	workers := e.startWorkers(4, faultWorkerOpts{})
+	victim := workers[0]
+
+	held, stopped := e.freeze(victim)
+	time.Sleep(time.Until(stopped.Add(pause)))
+	ids, fences := faultSplitJobs(held)
+	takenOver := e.mustCount(`SELECT count(*) FROM unnest($1::bigint[], $2::bigint[]) AS s(id, fence) JOIN pgqueue.jobs j ON j.id = s.id WHERE j.fence > s.fence`, ids, fences)
+	doneElsewhere := e.mustCount(`SELECT count(*) FROM unnest($1::bigint[], $2::bigint[]) AS s(id, fence) JOIN effects e ON e.job_id = s.id AND e.fence > s.fence`, ids, fences)
+	waits := e.lockWaits()
+	if err := victim.signal(syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+
+	e.waitAllFinal()
+	e.stopWorkers()
+	f := e.check()
+
+	refusedVictim := e.mustCount(`SELECT count(*) FROM refusals WHERE worker = $1 AND reason IN ($2, $3)`, victim.name, faultReasonStaleFence, faultReasonLeaseLost)
+	refusedHeld := e.mustCount(`SELECT count(*) FROM refusals r JOIN unnest($1::bigint[], $2::bigint[]) AS s(id, fence) ON r.job_id = s.id AND r.fence = s.fence WHERE r.worker = $3`, ids, fences, victim.name)
+	// Each job the victim held ended one of two ways: it was redone under a
+	// newer fence (by another worker, or by the victim after it resumed),
+	// or nobody took it over and the victim's own write, fence unchanged,
+	// stood.
+	for _, line := range e.evidence(t.Context(), `
+		SELECT format('job %s held by %s at fence %s: state %s, fence %s, effects %s', j.id, $3::text, s.fence, j.state, j.fence,
+		              coalesce((SELECT string_agg(e.fence || ' by ' || e.worker, ', ') FROM effects e WHERE e.job_id = j.id), '-'))
+		FROM unnest($1::bigint[], $2::bigint[]) AS s(id, fence) JOIN pgqueue.jobs j ON j.id = s.id
+		WHERE NOT (j.state = 'completed' AND EXISTS (SELECT 1 FROM effects e WHERE e.job_id = j.id AND e.fence = j.fence
+		           AND (e.fence > s.fence OR e.worker = $3)))`,
+		ids, fences, victim.name) {
+		t.Errorf("held job ended wrongly: %s", line)
+	}
+	// Every write the victim attempted after it resumed about a job taken
+	// over was refused, and it did attempt one for each: its handlers were
+	// mid-transaction, deaf to their cancelled context.
+	for _, line := range e.evidence(t.Context(), `
+		SELECT format('job %s held by %s at fence %s, taken over at fence %s: no refusal of its write recorded', s.id, $3::text, s.fence, j.fence)
+		FROM unnest($1::bigint[], $2::bigint[]) AS s(id, fence) JOIN pgqueue.jobs j ON j.id = s.id
+		WHERE j.fence > s.fence AND NOT EXISTS (
+		    SELECT 1 FROM refusals r WHERE r.job_id = s.id AND r.fence = s.fence AND r.worker = $3 AND r.reason IN ($4, $5))`,
+		ids, fences, victim.name, faultReasonStaleFence, faultReasonLeaseLost) {
+		t.Errorf("paused worker's write not refused: %s", line)
+	}
+	if takenOver == 0 {
+		t.Errorf("none of the %d jobs %s held was taken over during a %s pause with a %s lease; sessions waiting on locks at the end of the pause:\n  %s",
+			len(held), victim.name, pause, faultLease, strings.Join(waits, "\n  "))
+	}
+	e.report("WorkerPaused", 1, fmt.Sprintf("SIGSTOP of 1 of 4 workers for %s", pause), f,
+		fmt.Sprintf("held=%d taken_over_during_pause=%d completed_elsewhere_during_pause=%d victim_stale_refused=%d victim_refusals_on_held_jobs=%d",
+			len(held), takenOver, doneElsewhere, refusedVictim, refusedHeld))
+}
+
+// TestFaultBackendsTerminated has the server end the workers' sessions with
+// pg_terminate_backend every 300ms for a few seconds.
+func TestFaultBackendsTerminated(t *testing.T) {
+	t.Parallel()
+	e := newFaultEnv(t, faultJobs())
+	e.startWorkers(4, faultWorkerOpts{})
+	e.waitProgress(e.jobs / 10)
+
+	var terminated, rounds int64
+	for range 10 {
+		done, err := e.finished(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if done == int64(e.jobs) {
+			break
+		}
+		n := e.mustCount(`SELECT count(*) FILTER (WHERE pg_terminate_backend(pid)) FROM pg_stat_activity WHERE application_name LIKE $1`, faultAppPrefix+"%")
+		terminated += n
+		rounds++
+		time.Sleep(300 * time.Millisecond)
+	}
+	if terminated == 0 {
+		t.Fatal("no worker session was terminated")
+	}
+
+	e.waitAllFinal()
+	e.stopWorkers()
+	f := e.check()
+	e.report("BackendsTerminated", terminated, fmt.Sprintf("sessions terminated in %d rounds", rounds), f, "")
+}
+
+// TestFaultServerRestart crashes the server (immediate stop, no
+// checkpoint) in the middle of the run and starts it again: the workers
+// reconnect and finish, and every fence handed out after the restart is
+// greater than every fence handed out before it.
+func TestFaultServerRestart(t *testing.T) {
+	t.Parallel()
+	e := newFaultEnv(t, faultJobs())
+	e.startWorkers(4, faultWorkerOpts{})
+	e.waitProgress(e.jobs / 3)
+
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	if err := e.server.StopImmediate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(time.Second)
+	if err := e.server.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	e.waitAllFinal()
+	e.stopWorkers()
+	f := e.check()
+
+	type boot struct {
+		at                 time.Time
+		minFence, maxFence int64
+		n                  int64
+	}
+	rows, err := e.db.Query(ctx, `SELECT boot, min(fence), max(fence), count(*) FROM claims GROUP BY boot ORDER BY boot`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var boots []boot
+	for rows.Next() {
+		var b boot
+		if err := rows.Scan(&b.at, &b.minFence, &b.maxFence, &b.n); err != nil {
+			t.Fatal(err)
+		}
+		boots = append(boots, b)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if len(boots) != 2 {
+		t.Fatalf("fences were given under %d server boots, want 2: %+v", len(boots), boots)
+	}
+	before, after := boots[0], boots[1]
+	if before.maxFence >= after.minFence {
+		t.Fatalf("fences went back across the restart: max before %d >= min after %d", before.maxFence, after.minFence)
+	}
+	e.report("ServerRestart", 1, "immediate stop + start", f,
+		fmt.Sprintf("fences_before=%d..%d (%d) fences_after=%d..%d (%d)", before.minFence, before.maxFence, before.n, after.minFence, after.maxFence, after.n))
+}
+
+// TestFaultProxyCuts puts the workers behind a proxy that cuts their
+// connections at random, mid-statement, mid-transaction or idle.
+func TestFaultProxyCuts(t *testing.T) {
+	t.Parallel()
+	e := newFaultEnv(t, faultJobs())
+	p := startFaultProxy(t, e)
+	// Per connection per second: a worker has about 8 connections.
+	p.CutRandom(0.15)
+	e.startWorkers(4, faultWorkerOpts{db: faultProxyURL(t, p, e)})
+
+	e.waitUntilFinalOr(15*time.Second, func() { p.CutRandom(0) })
+	p.CutRandom(0)
+	e.waitAllFinal()
+	e.stopWorkers()
+	f := e.check()
+	s := p.Stats()
+	if s.Cuts == 0 {
+		t.Fatal("the proxy cut no connection")
+	}
+	e.report("ProxyCuts", s.Cuts, "connections cut at random", f, fmt.Sprintf("connections=%d", s.Accepted))
+}
+
+// TestFaultProxyDropsCommitReply puts the workers behind a proxy that lets
+// some COMMITs through but loses their reply: the transaction committed,
+// the worker thinks it failed. The job must still complete exactly once.
+func TestFaultProxyDropsCommitReply(t *testing.T) {
+	t.Parallel()
+	e := newFaultEnv(t, faultJobs())
+	p := startFaultProxy(t, e)
+	p.DropCommitReply(0.05)
+	e.startWorkers(4, faultWorkerOpts{db: faultProxyURL(t, p, e)})
+
+	e.waitUntilFinalOr(15*time.Second, func() { p.DropCommitReply(0) })
+	p.DropCommitReply(0)
+	e.waitAllFinal()
+	e.stopWorkers()
+	f := e.check()
+	s := p.Stats()
+	if s.CommitRepliesDropped == 0 {
+		t.Fatal("the proxy dropped no commit reply")
+	}
+	if f.ambiguousLanded == 0 {
+		t.Errorf("none of the %d commits whose reply was dropped took effect", s.CommitRepliesDropped)
+	}
+	e.report("ProxyDropsCommitReply", s.CommitRepliesDropped, "commit replies dropped", f, fmt.Sprintf("commits_seen=%d", s.CommitsSeen))
+}
+
+// TestFaultHungHolderDoesNotBlockRescue pauses a worker while its handlers
+// hold their jobs' row locks (between CompleteTx and COMMIT) and kills
+// another: the killed worker's jobs must be rescued and redone while the
+// paused one still hangs, since a frozen process (SIGSTOP, a VM pause) may
+// hold its locks for any length of time.
+func TestFaultHungHolderDoesNotBlockRescue(t *testing.T) {
+	t.Parallel()
+	const pause = 10 * time.Second
+	// The point is the rescue, not the volume, but the queue must not run
+	// dry before both faults are in.
+	e := newFaultEnv(t, max(faultJobs()/2, 500))
+	// Its handlers spend nearly all their time holding the job's row lock.
+	hung := e.startWorker("w1", faultWorkerOpts{sleepAt: "after-complete", sleepMin: 200 * time.Millisecond, sleepMax: 400 * time.Millisecond})
+	hung.waitReady(t)
+	killed := e.startWorkers(3, faultWorkerOpts{})[0] // w2; w3 and w4 go on working
+
+	// The hung worker is caught first, so its leases run out first: from
+	// then on its jobs are among those every rescue looks at.
+	hungHeld, stopped := e.freeze(hung)
+	t.Cleanup(func() { _ = hung.signal(syscall.SIGCONT) })
+	e.freeze(killed)
+	if err := killed.signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	<-killed.exited
+	e.waitSessionsGone(killed.name)
+	orphans := e.runningJobs(killed.name)
+	if len(orphans) == 0 {
+		t.Fatalf("%s held no running job when killed", killed.name)
+	}
+	ids, fences := faultSplitJobs(orphans)
+
+	var (
+		redoneAfter time.Duration
+		// Who waits on whom halfway and at the end of the pause: the
+		// evidence if the rescue does not happen.
+		waits []string
+		half  = false
+	)
+	for redoneAfter == 0 && time.Since(stopped) < pause {
+		n := e.mustCount(`SELECT count(*) FROM unnest($1::bigint[], $2::bigint[]) AS s(id, fence) JOIN pgqueue.jobs j ON j.id = s.id WHERE j.state = 'completed' AND j.fence > s.fence`, ids, fences)
+		if n == int64(len(orphans)) {
+			redoneAfter = time.Since(stopped)
+		}
+		if !half && time.Since(stopped) > pause/2 {
+			half = true
+			waits = append(waits, e.lockWaits()...)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	rescuedDuringPause := e.mustCount(`SELECT count(*) FROM unnest($1::bigint[], $2::bigint[]) AS s(id, fence) JOIN pgqueue.jobs j ON j.id = s.id WHERE j.fence > s.fence`, ids, fences)
+	waits = append(waits, e.lockWaits()...)
+	if err := hung.signal(syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+
+	e.waitAllFinal()
+	e.stopWorkers()
+	f := e.check()
+	extra := fmt.Sprintf("orphans=%d hung_held=%d orphans_rescued_during_pause=%d orphans_redone_after=%s",
+		len(orphans), len(hungHeld), rescuedDuringPause, redoneAfter.Round(100*time.Millisecond))
+	e.report("HungHolder", 2, "SIGSTOP of a worker between CompleteTx and COMMIT + SIGKILL of another", f, extra)
+	if redoneAfter == 0 {
+		t.Fatalf("the killed worker's %d jobs were not all redone within %s while another worker hung holding row locks (%s); sessions waiting on locks halfway through and at the end of the pause:\n  %s",
+			len(orphans), pause, extra, strings.Join(waits, "\n  "))
+	}
+}
