@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // LockKey is the advisory lock a name maps to. pgqueue uses PostgreSQL's
@@ -47,9 +48,31 @@ func (c *Client) LockKey(name string) LockKey { return lockKey(c.config.Schema, 
 func (c *Client) XactLock(ctx context.Context, tx pgx.Tx, name string) (fence int64, err error) {
 	k := c.LockKey(name)
 	if err := tx.QueryRow(ctx, c.q.xactLock, k.Class, k.Object).Scan(nil, &fence); err != nil {
+		awaitServerSide(tx.Conn().PgConn())
 		return 0, dbError(fmt.Sprintf("xact lock %q", name), err)
 	}
 	return fence, nil
+}
+
+// abandonedWaitGrace bounds how long a lock call whose wait ctx ended waits
+// more for the server to end that wait.
+const abandonedWaitGrace = time.Second
+
+// awaitServerSide waits, at most abandonedWaitGrace, until the session of a
+// connection pgx closed is gone from the server. When ctx ends a lock wait,
+// pgx closes the connection in the background, sending a cancel request;
+// until the server acts on it the session still waits, and may be granted
+// the lock after the caller was told it did not get it.
+func awaitServerSide(pc *pgconn.PgConn) {
+	if !pc.IsClosed() {
+		return
+	}
+	t := time.NewTimer(abandonedWaitGrace)
+	defer t.Stop()
+	select {
+	case <-pc.CleanupDone():
+	case <-t.C:
+	}
 }
 
 // TryXactLock takes the advisory lock of name on tx's transaction if it is
@@ -130,6 +153,7 @@ func (c *Client) sessionLock(ctx context.Context, name string, opts *SessionLock
 	defer func() {
 		if err != nil {
 			_ = conn.Close(context.WithoutCancel(ctx))
+			awaitServerSide(conn.PgConn())
 		}
 	}()
 	if err := probeSessionAffinity(ctx, conn); err != nil {

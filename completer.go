@@ -164,7 +164,7 @@ func (k *completer) exec(batch []result) (map[int64]bool, error) {
 	}
 	ctx, cancel := context.WithTimeout(k.rs.base, writeTimeout)
 	defer cancel()
-	rows, err := query(ctx, k.c.q.finish, ids, fences, ops, errs, traces, delays)
+	rows, err := query(ctx, k.c.q.finish, oneShotPlan, ids, fences, ops, errs, traces, delays)
 	if err != nil {
 		return nil, err
 	}

@@ -114,7 +114,7 @@ func (c *Client) heartbeat(rs *runState, jobs []*activeJob) error {
 	ctx, cancel := context.WithTimeout(rs.base, c.config.HeartbeatInterval)
 	defer cancel()
 	sent := time.Now()
-	rows, err := c.pool.Query(ctx, c.q.heartbeat, ids, fences, c.config.Lease.Microseconds())
+	rows, err := c.pool.Query(ctx, c.q.heartbeat, oneShotPlan, ids, fences, c.config.Lease.Microseconds())
 	if err != nil {
 		return dbError("heartbeat", err)
 	}

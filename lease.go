@@ -202,7 +202,13 @@ func (e *Elector) serve(ctx context.Context, lease *Lease, lead func(ctx context
 			<-done
 			return
 		case <-renew.C:
-			rctx, cancel := context.WithTimeout(ctx, e.cfg.RenewInterval)
+			// A renewal that hangs must not hold this loop past the time
+			// to stop acting.
+			deadline := time.Now().Add(e.cfg.RenewInterval)
+			if stop := lease.ValidUntil().Add(-e.cfg.SafetyMargin); stop.Before(deadline) {
+				deadline = stop
+			}
+			rctx, cancel := context.WithDeadline(ctx, deadline)
 			err := lease.Renew(rctx)
 			cancel()
 			switch {
@@ -212,7 +218,7 @@ func (e *Elector) serve(ctx context.Context, lease *Lease, lead func(ctx context
 				end(err)
 				<-done
 				return
-			default:
+			case ctx.Err() == nil: // else Run is ending: resign next
 				e.c.log.Warn("pgqueue: leader renewal failed", "lease", e.name, "term", lease.Fence(), "err", err)
 			}
 		}

@@ -22,6 +22,13 @@ const DefaultSchema = "pgqueue"
 // identifier of at most 63 bytes. It is quoted wherever it is used.
 var SchemaPattern = regexp.MustCompile(`^[a-z_][a-z0-9_]{0,62}$`)
 
+// oneShotPlan, passed first among a statement's arguments, has PostgreSQL
+// plan it for the arrays it is given, every time. Statements joining
+// unnest($arrays) with jobs need that: a cached generic plan does not know
+// the arrays' length, and was seen to rescan them once per running row,
+// two seconds for one batch of 2,000 results.
+const oneShotPlan = pgx.QueryExecModeCacheDescribe
+
 // queries holds every statement of sql/, with the schema filled in once.
 type queries struct {
 	claim, insert, insertMany, complete, finish, schedule             string

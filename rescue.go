@@ -61,7 +61,7 @@ func (c *Client) rescue(base context.Context, limit int) (int, error) {
 	if c.testHooks.beforeRescueWrite != nil {
 		c.testHooks.beforeRescueWrite(ids)
 	}
-	tag, err := c.pool.Exec(ctx, c.q.rescue, ids, fences, delays)
+	tag, err := c.pool.Exec(ctx, c.q.rescue, oneShotPlan, ids, fences, delays)
 	if err != nil {
 		return 0, dbError("rescue", err)
 	}

@@ -295,12 +295,33 @@ func (p *producer) run() {
 	c := p.client
 	running := 0
 	fetchNow := true
+	// refill fires a claim for the slots freed so far when too few freed to
+	// claim at once (see below).
+	refill := time.NewTimer(time.Hour)
+	refill.Stop()
+	defer refill.Stop()
+	refillArmed := false
+	refillDue := false // the refill timer fired: claim whatever is free
 	// more is true while the last claim filled every slot it asked for, so
 	// the queue probably holds more: a finished job is then a reason to
 	// claim again at once rather than at the next poll.
 	more := false
 	for {
+		// Under load, a job finishing every few microseconds would make a
+		// claim of one row each: claim at once only when a quarter of the
+		// slots are free, else after refillDelay, so claims come in
+		// batches.
+		if fetchNow && running < p.max && p.max-running < p.max/4 && !refillArmed && !refillDue {
+			refill.Reset(refillDelay)
+			refillArmed = true
+			fetchNow = false
+		}
 		if fetchNow && running < p.max && p.rs.fetch.Err() == nil {
+			if refillArmed {
+				refill.Stop()
+				refillArmed = false
+			}
+			refillDue = false
 			want := p.max - running
 			sent := time.Now()
 			jobs, err := c.claim(p.rs, p.queue, want)
@@ -336,6 +357,10 @@ func (p *producer) run() {
 			// A wake-up that came while every slot was taken still counts.
 			fetchNow = fetchNow || more
 		case <-p.wakeCh:
+			fetchNow = true
+		case <-refill.C:
+			refillArmed = false
+			refillDue = true
 			fetchNow = true
 		}
 	}
@@ -373,6 +398,10 @@ func (c *Client) runPoller(rs *runState) {
 		}
 	}
 }
+
+// refillDelay is the longest a producer of a busy queue waits to gather
+// free slots into one claim.
+const refillDelay = 2 * time.Millisecond
 
 // writeTimeout bounds each statement that records a job's result.
 const writeTimeout = 15 * time.Second
