@@ -47,8 +47,10 @@ type Config struct {
 
 // Result is one measured run.
 type Result struct {
-	Mode    string
-	Jobs    int64
+	Mode string
+	Jobs int64
+	// Offered is how many jobs a sustained run inserted.
+	Offered int64
 	Elapsed time.Duration
 	// Latency percentiles of enqueue→start (sustained runs only), by the
 	// database clock.

@@ -58,7 +58,8 @@ func RawBurnDown(ctx context.Context, cfg *Config) (Result, error) {
 				if len(ids) == 0 {
 					return
 				}
-				tag, err := cfg.Pool.Exec(ctx, complete, ids, fences)
+				// Planned for its arrays each time, as the library does.
+				tag, err := cfg.Pool.Exec(ctx, complete, pgx.QueryExecModeCacheDescribe, ids, fences)
 				if err != nil {
 					errs <- err
 					return

@@ -39,19 +39,17 @@ func Sustained(ctx context.Context, cfg *Config) (Result, error) {
 	stopProgress := progress(cfg.Progress, "sustained", worked.Load, 0)
 
 	const tick = 10 * time.Millisecond
-	perTick := float64(cfg.Rate) * tick.Seconds()
 	opts := &pgqueue.InsertOpts{Queue: queue}
 	var offered int64
 	start := time.Now()
 	ticker := time.NewTicker(tick)
-	var owed float64
 	var insertErr error
 	for time.Since(start) < cfg.Duration && ctx.Err() == nil && insertErr == nil {
 		<-ticker.C
-		owed += perTick
-		n := int(owed)
-		owed -= float64(n)
-		if n == 0 {
+		// What the rate owes by now: a slow insert is caught up with, not
+		// silently dropped from the offered load.
+		n := int(float64(cfg.Rate)*time.Since(start).Seconds()) - int(offered)
+		if n <= 0 {
 			continue
 		}
 		params := make([]pgqueue.EnqueueParams, n)
@@ -74,7 +72,7 @@ func Sustained(ctx context.Context, cfg *Config) (Result, error) {
 	if stopErr != nil {
 		return Result{}, stopErr
 	}
-	res := Result{Mode: "sustained", Jobs: worked.Load(), Elapsed: elapsed}
+	res := Result{Mode: "sustained", Jobs: worked.Load(), Offered: offered, Elapsed: elapsed}
 	jobs := pgx.Identifier{cfg.schema(), "jobs"}.Sanitize()
 	var p50, p95, p99 float64
 	err = cfg.Pool.QueryRow(ctx, `
