@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 )
 
@@ -154,9 +155,11 @@ func (k *completer) exec(batch []result) (map[int64]bool, error) {
 	n := len(batch)
 	ids, fences, delays := make([]int64, n), make([]int64, n), make([]int64, n)
 	ops, errs, traces := make([]string, n), make([]*string, n), make([]*string, n)
+	allComplete := true
 	for i, r := range batch {
 		ids[i], fences[i], ops[i] = r.row.ID, r.row.Fence, r.op
 		errs[i], traces[i], delays[i] = r.err, r.trace, r.delay.Microseconds()
+		allComplete = allComplete && r.op == opComplete
 	}
 	query := k.c.pool.Query
 	if k.c.testHooks.finishQuery != nil {
@@ -164,7 +167,13 @@ func (k *completer) exec(batch []result) (map[int64]bool, error) {
 	}
 	ctx, cancel := context.WithTimeout(k.rs.base, writeTimeout)
 	defer cancel()
-	rows, err := query(ctx, k.c.q.finish, oneShotPlan, ids, fences, ops, errs, traces, delays)
+	var rows pgx.Rows
+	var err error
+	if allComplete {
+		rows, err = query(ctx, k.c.q.completeMany, oneShotPlan, ids, fences)
+	} else {
+		rows, err = query(ctx, k.c.q.finish, oneShotPlan, ids, fences, ops, errs, traces, delays)
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -31,11 +31,11 @@ const oneShotPlan = pgx.QueryExecModeCacheDescribe
 
 // queries holds every statement of sql/, with the schema filled in once.
 type queries struct {
-	claim, insert, insertMany, complete, finish, schedule             string
-	notify, notifyQueues, notifyDue, poll                             string
-	heartbeat, rescueCandidates, rescue, jobOutcomes, checkFence      string
-	xactLock, tryXactLock, sessionLock, trySessionLock, sessionUnlock string
-	leaseAcquire, leaseRenew, leaseRelease                            string
+	claim, insert, insertMany, complete, completeMany, finish, schedule string
+	notify, notifyQueues, notifyDue, poll                               string
+	heartbeat, rescueCandidates, rescue, jobOutcomes, checkFence        string
+	xactLock, tryXactLock, sessionLock, trySessionLock, sessionUnlock   string
+	leaseAcquire, leaseRenew, leaseRelease                              string
 }
 
 func validateSchema(schema string) error {
@@ -57,7 +57,7 @@ func loadQueries(schema string) (*queries, error) {
 	quoted := quoteSchema(schema)
 	q := &queries{}
 	for name, dst := range map[string]*string{
-		"claim": &q.claim, "insert": &q.insert, "insert_many": &q.insertMany, "notify_due": &q.notifyDue, "poll": &q.poll, "complete": &q.complete, "finish": &q.finish,
+		"claim": &q.claim, "insert": &q.insert, "insert_many": &q.insertMany, "notify_due": &q.notifyDue, "poll": &q.poll, "complete": &q.complete, "finish": &q.finish, "complete_many": &q.completeMany,
 		"schedule": &q.schedule, "notify": &q.notify, "notify_queues": &q.notifyQueues,
 		"heartbeat": &q.heartbeat, "rescue_candidates": &q.rescueCandidates, "rescue": &q.rescue,
 		"job_outcomes": &q.jobOutcomes, "check_fence": &q.checkFence,

@@ -7,6 +7,7 @@ import (
 	"runtime/debug"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -122,8 +123,9 @@ type runState struct {
 	notifier  *notifier.Notifier // nil when the client works no queue
 	active    activeJobs
 	completer *completer
-	loops     sync.WaitGroup // producers, scheduler, rescuer
-	running   sync.WaitGroup // executors
+	loops     sync.WaitGroup // producers, poller, elector
+	running   sync.WaitGroup // jobs being executed
+	executors sync.WaitGroup // executor goroutines
 	// Heartbeats go on while running jobs finish during Stop.
 	heartbeatsDone chan struct{}
 	heartbeats     sync.WaitGroup
@@ -156,12 +158,13 @@ func (c *Client) Start(ctx context.Context) error {
 	go rs.completer.run()
 	for name, qc := range c.config.Queues {
 		p := &producer{
-			client: c,
-			rs:     rs,
-			queue:  name,
-			max:    qc.MaxWorkers,
-			wakeCh: make(chan struct{}, 1),
-			doneCh: make(chan struct{}, qc.MaxWorkers),
+			client:  c,
+			rs:      rs,
+			queue:   name,
+			max:     qc.MaxWorkers,
+			wakeCh:  make(chan struct{}, 1),
+			doneCh:  make(chan struct{}, qc.MaxWorkers),
+			claimed: make(chan claimedJob, qc.MaxWorkers),
 		}
 		rs.producers[name] = p
 		rs.loops.Add(1)
@@ -240,6 +243,7 @@ func (c *Client) Stop(ctx context.Context) error {
 	done := make(chan struct{})
 	go func() {
 		rs.running.Wait()
+		rs.executors.Wait() // idle ones end once their producer closed claimed
 		close(done)
 	}()
 	select {
@@ -272,15 +276,20 @@ func (c *Client) wake(queue string) {
 	}
 }
 
-// producer claims jobs of one queue up to its free slots and starts an
-// executor for each.
+// producer claims jobs of one queue up to its free slots and hands each to
+// an executor goroutine.
 type producer struct {
 	client *Client
 	rs     *runState
 	queue  string
 	max    int
-	wakeCh chan struct{} // capacity 1: a pending wake-up
-	doneCh chan struct{} // capacity max: one send per finished job
+	// claimed feeds the executors, started as needed up to max and kept:
+	// a goroutine per job would grow a fresh stack for every job.
+	claimed   chan claimedJob
+	executors int
+	idle      atomic.Int32  // executors waiting on claimed
+	wakeCh    chan struct{} // capacity 1: a pending wake-up
+	doneCh    chan struct{} // capacity max: one send per finished job
 }
 
 func (p *producer) wake() {
@@ -290,8 +299,41 @@ func (p *producer) wake() {
 	}
 }
 
+// claimedJob is a claimed job on its way to an executor, with the time its
+// claim was sent.
+type claimedJob struct {
+	row  *JobRow
+	sent time.Time
+}
+
+// dispatch hands a claimed job to an idle executor, starting one if none
+// is idle.
+func (p *producer) dispatch(j claimedJob) {
+	if p.idle.Load() == 0 && p.executors < p.max {
+		p.executors++
+		p.rs.executors.Add(1)
+		go p.runExecutor()
+	}
+	p.claimed <- j // buffered to max: never blocks
+}
+
+func (p *producer) runExecutor() {
+	defer p.rs.executors.Done()
+	for {
+		p.idle.Add(1)
+		j, ok := <-p.claimed
+		p.idle.Add(-1)
+		if !ok {
+			return
+		}
+		p.client.execute(p, j.row, j.sent)
+	}
+}
+
 func (p *producer) run() {
 	defer p.rs.loops.Done()
+	// Executors finish the jobs already handed over, then end.
+	defer close(p.claimed)
 	c := p.client
 	running := 0
 	fetchNow := true
@@ -333,7 +375,7 @@ func (p *producer) run() {
 				for _, row := range jobs {
 					running++
 					p.rs.running.Add(1)
-					go c.execute(p, row, sent)
+					p.dispatch(claimedJob{row: row, sent: sent})
 				}
 				more = len(jobs) == want
 			}
