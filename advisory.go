@@ -225,8 +225,9 @@ func (l *SessionLock) keepalive(interval time.Duration) {
 
 func (l *SessionLock) markLost(cause error) {
 	l.once.Do(func() {
-		close(l.lost)
+		// Context first: whoever sees Lost closed finds it cancelled.
 		l.cancel(cause)
+		close(l.lost)
 	})
 }
 
