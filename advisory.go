@@ -47,7 +47,7 @@ func (c *Client) LockKey(name string) LockKey { return lockKey(c.config.Schema, 
 // rolls back, or when its connection dies.
 func (c *Client) XactLock(ctx context.Context, tx pgx.Tx, name string) (fence int64, err error) {
 	k := c.LockKey(name)
-	if err := tx.QueryRow(ctx, c.q.xactLock, k.Class, k.Object).Scan(nil, &fence); err != nil {
+	if err := tx.QueryRow(ctx, c.q.xactLock, k.Class, k.Object).Scan(&fence); err != nil {
 		awaitServerSide(tx.Conn().PgConn())
 		return 0, dbError(fmt.Sprintf("xact lock %q", name), err)
 	}
@@ -104,12 +104,13 @@ type SessionLock struct {
 	mu   sync.Mutex // serialises use of conn
 	conn *pgx.Conn
 
-	ctx    context.Context
-	cancel context.CancelCauseFunc
-	lost   chan struct{}
-	once   sync.Once // closes lost
-	stop   chan struct{}
-	wg     sync.WaitGroup
+	ctx      context.Context
+	cancel   context.CancelCauseFunc
+	lost     chan struct{}
+	once     sync.Once // closes lost
+	stop     chan struct{}
+	stopOnce sync.Once // Unlock closes stop once, even when called twice at once
+	wg       sync.WaitGroup
 }
 
 // SessionLockOpts are options of SessionLock and TrySessionLock.
@@ -171,7 +172,7 @@ func (c *Client) sessionLock(ctx context.Context, name string, opts *SessionLock
 			return nil, fmt.Errorf("session lock %q: %w", name, ErrLockBusy)
 		}
 		fence = *f
-	} else if err := conn.QueryRow(ctx, c.q.sessionLock, k.Class, k.Object).Scan(nil, &fence); err != nil {
+	} else if err := conn.QueryRow(ctx, c.q.sessionLock, k.Class, k.Object).Scan(&fence); err != nil {
 		// A wait cancelled by ctx leaves the connection's state unknown;
 		// closing it (deferred) drops anything it might hold.
 		return nil, dbError(fmt.Sprintf("session lock %q", name), err)
@@ -251,12 +252,14 @@ func (l *SessionLock) Context() context.Context { return l.ctx }
 // ErrNotLocked when PostgreSQL answered that the session did not hold the
 // lock.
 func (l *SessionLock) Unlock(ctx context.Context) error {
-	select {
-	case <-l.stop:
+	first := false
+	l.stopOnce.Do(func() {
+		close(l.stop)
+		first = true
+	})
+	if !first {
 		return fmt.Errorf("session lock %q: %w", l.name, ErrNotLocked)
-	default:
 	}
-	close(l.stop)
 	l.wg.Wait()
 	defer l.markLost(ErrLockReleased)
 

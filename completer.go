@@ -24,6 +24,8 @@ type result struct {
 	err   *string // kept in the job's errors when not nil
 	trace *string
 	delay time.Duration // before the next run: fail, snooze
+	// written, if set, runs once the result is written or given up on.
+	written func()
 }
 
 // completer gathers job results for a few milliseconds, or up to a batch
@@ -62,6 +64,9 @@ func (k *completer) send(r result) {
 	case k.in <- r:
 	case <-k.done:
 		k.c.log.Warn("pgqueue: job finished after stop; left for rescue", "job", r.row.ID, "kind", r.row.Kind)
+		if r.written != nil {
+			r.written()
+		}
 	}
 }
 
@@ -116,6 +121,13 @@ func (k *completer) run() {
 // update had lost their claim and are reported, never retried. It gives up
 // after a lease's time; the jobs left running are then rescued.
 func (k *completer) write(batch []result) {
+	defer func() {
+		for _, r := range batch {
+			if r.written != nil {
+				r.written()
+			}
+		}
+	}()
 	c := k.c
 	pending := batch
 	giveUp := time.Now().Add(c.config.Lease)

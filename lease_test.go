@@ -50,13 +50,14 @@ func TestLease(t *testing.T) {
 		ws := pgqueue.NewWorkers()
 		must(t, pgqueue.AddWorkerFunc(ws, func(ctx context.Context, job *pgqueue.Job[noteArgs]) error {
 			select {
-			case <-time.After(3500 * time.Millisecond):
+			case <-time.After(5 * time.Second):
 				return nil
 			case <-ctx.Done():
 				return context.Cause(ctx)
 			}
 		}, nil))
-		b := startClient(t, pool, ws, &pgqueue.Config{Lease: time.Second, RescueInterval: 100 * time.Millisecond})
+		// Two seconds of lease, renewed every 667 ms, for a five-second job.
+		b := startClient(t, pool, ws, &pgqueue.Config{Lease: 2 * time.Second, RescueInterval: 100 * time.Millisecond})
 		row, err := b.client.Enqueue(ctx, noteArgs{}, nil)
 		must(t, err)
 		s := waitState(t, pool, row.ID, "completed")

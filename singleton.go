@@ -71,7 +71,7 @@ func (c *Client) runSingleton(ctx, handlerCtx context.Context, cancel context.Ca
 			return singletonRun{err: fmt.Errorf("singleton %q: record fence: %w", row.SingletonKey, err)}
 		}
 		stop := context.AfterFunc(lock.Context(), func() { cancel(context.Cause(lock.Context())) })
-		err, trace := runHandler(handlerCtx, w, row, lockGrant{fence: lock.Fence()})
+		trace, err := runHandler(handlerCtx, w, row, lockGrant{fence: lock.Fence()})
 		stop()
 		return singletonRun{err: err, trace: trace, release: release}
 	}
@@ -91,7 +91,7 @@ func (c *Client) runSingleton(ctx, handlerCtx context.Context, cancel context.Ca
 	if err != nil {
 		return singletonRun{err: err}
 	}
-	err, trace := runHandler(handlerCtx, w, row, lockGrant{tx: tx, fence: fence})
+	trace, err := runHandler(handlerCtx, w, row, lockGrant{tx: tx, fence: fence})
 	if err != nil {
 		return singletonRun{err: err, trace: trace}
 	}

@@ -490,13 +490,23 @@ func (c *Client) execute(p *producer, row *JobRow, sent time.Time) {
 	}
 	var err error
 	var trace string
+	// release frees a session-mode singleton's lock: once the result is
+	// written, so the key's next job never sees this one still running.
+	var release func()
+	defer func() {
+		if release != nil { // no result was handed over
+			release()
+		}
+	}()
+	record := func(r result) {
+		r.written, release = release, nil
+		c.finish(p.rs, r)
+	}
 	if row.SingletonKey == "" {
-		err, trace = runHandler(handlerCtx, w, row, lockGrant{})
+		trace, err = runHandler(handlerCtx, w, row, lockGrant{})
 	} else {
 		run := c.runSingleton(ctx, handlerCtx, cancel, job, w)
-		if run.release != nil {
-			defer run.release() // after the result is recorded
-		}
+		release = run.release
 		if run.busy {
 			cancelTimeout()
 			p.rs.active.remove(job)
@@ -519,15 +529,15 @@ func (c *Client) execute(p *producer, row *JobRow, sent time.Time) {
 		// A heartbeat found the claim gone; a write would be refused.
 		c.log.Warn("pgqueue: job result dropped, lease lost", "job", row.ID, "kind", row.Kind, "fence", row.Fence, "err", err)
 	case err == nil:
-		c.finish(p.rs, result{row: row, op: opComplete})
+		record(result{row: row, op: opComplete})
 	case p.rs.jobs.Err() != nil:
 		// Cancelled because the client is stopping: not the job's fault.
-		c.finish(p.rs, result{row: row, op: opRelease})
+		record(result{row: row, op: opRelease})
 	case errors.As(err, &cancelErr):
 		msg := cancelErr.err.Error()
-		c.finish(p.rs, result{row: row, op: opCancel, err: &msg})
+		record(result{row: row, op: opCancel, err: &msg})
 	case errors.As(err, &snoozeErr):
-		c.finish(p.rs, result{row: row, op: opSnooze, delay: snoozeErr.after})
+		record(result{row: row, op: opSnooze, delay: snoozeErr.after})
 	default:
 		var traceArg *string
 		if trace != "" {
@@ -535,19 +545,19 @@ func (c *Client) execute(p *producer, row *JobRow, sent time.Time) {
 		}
 		msg := err.Error()
 		delay := c.config.RetryPolicy.NextRetry(row.Attempt, err)
-		c.finish(p.rs, result{row: row, op: opFail, err: &msg, trace: traceArg, delay: delay})
+		record(result{row: row, op: opFail, err: &msg, trace: traceArg, delay: delay})
 	}
 }
 
 // runHandler runs the handler, turning a panic into an error and a stack.
-func runHandler(ctx context.Context, w *registeredWorker, row *JobRow, grant lockGrant) (err error, trace string) {
+func runHandler(ctx context.Context, w *registeredWorker, row *JobRow, grant lockGrant) (trace string, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			err = fmt.Errorf("panic: %v", r)
 			trace = string(debug.Stack())
 		}
 	}()
-	return w.work(ctx, row, grant), ""
+	return "", w.work(ctx, row, grant)
 }
 
 // finish hands a job's result to the completer.

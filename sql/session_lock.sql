@@ -1,3 +1,5 @@
--- session_lock: wait for the session advisory lock ($1, $2) and take a fence
--- token for this acquisition.
-SELECT pg_advisory_lock($1::int4, $2::int4), nextval('{{schema}}.fence_seq')
+-- session_lock: wait for the session advisory lock ($1, $2), then take a
+-- fence token for this acquisition. The lock is in FROM so that it is taken
+-- before the fence is drawn.
+SELECT nextval('{{schema}}.fence_seq')
+FROM pg_advisory_lock($1::int4, $2::int4)
