@@ -216,8 +216,9 @@ func TestProxy(t *testing.T) {
 	t.Run("CutRandomCutsConnections", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
-		b.proxy.CutRandom(0.99)
+		// Connect first: at 99% a second the handshake itself may be cut.
 		conn := connect(t, b.viaP)
+		b.proxy.CutRandom(0.99)
 		deadline := time.Now().Add(10 * time.Second)
 		for conn.Ping(t.Context()) == nil {
 			if time.Now().After(deadline) {
