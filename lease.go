@@ -99,6 +99,10 @@ type ElectorConfig struct {
 	TTL time.Duration
 	// RenewInterval is how often the leader renews. Default TTL/3.
 	RenewInterval time.Duration
+	// Wake, when set, makes a follower try to take the lease as soon as it
+	// receives from it (say, when a query it runs anyway found the lease
+	// free), besides every RetryInterval.
+	Wake <-chan struct{}
 	// RetryInterval is how often a follower tries to take the lease.
 	// Default TTL/3.
 	RetryInterval time.Duration
@@ -156,6 +160,8 @@ func (e *Elector) Run(ctx context.Context, lead func(ctx context.Context, term i
 		case <-ctx.Done():
 			return
 		case <-retry.C:
+		case <-e.cfg.Wake:
+			retry.Stop()
 		}
 		lease, err := e.c.AcquireLease(ctx, e.name, e.cfg.Holder, e.cfg.TTL)
 		if err == nil {

@@ -120,12 +120,14 @@ type runState struct {
 	cancelJobs context.CancelCauseFunc
 
 	producers map[string]*producer
-	notifier  *notifier.Notifier // nil when the client works no queue
-	active    activeJobs
-	completer *completer
-	loops     sync.WaitGroup // producers, poller, elector
-	running   sync.WaitGroup // jobs being executed
-	executors sync.WaitGroup // executor goroutines
+	// electionWake tells the maintenance elector the lease is free.
+	electionWake chan struct{}
+	notifier     *notifier.Notifier // nil when the client works no queue
+	active       activeJobs
+	completer    *completer
+	loops        sync.WaitGroup // producers, poller, elector
+	running      sync.WaitGroup // jobs being executed
+	executors    sync.WaitGroup // executor goroutines
 	// Heartbeats go on while running jobs finish during Stop.
 	heartbeatsDone chan struct{}
 	heartbeats     sync.WaitGroup
@@ -170,7 +172,15 @@ func (c *Client) Start(ctx context.Context) error {
 		rs.loops.Add(1)
 		go p.run()
 	}
-	elector, err := c.NewElector(maintenanceLease, &ElectorConfig{TTL: c.config.LeaderTTL})
+	electorCfg := &ElectorConfig{TTL: c.config.LeaderTTL}
+	if len(rs.producers) > 0 {
+		// The poller checks the lease anyway; followers need not ask again
+		// every few seconds.
+		rs.electionWake = make(chan struct{}, 1)
+		electorCfg.Wake = rs.electionWake
+		electorCfg.RetryInterval = 3 * c.config.LeaderTTL
+	}
+	elector, err := c.NewElector(maintenanceLease, electorCfg)
 	if err != nil {
 		return err
 	}
@@ -426,11 +436,18 @@ func (c *Client) runPoller(rs *runState) {
 		case <-tick.C:
 		}
 		ctx, cancel := context.WithTimeout(rs.fetch, writeTimeout)
-		rows, err := c.pool.Query(ctx, c.q.poll, queues)
+		rows, err := c.pool.Query(ctx, c.q.poll, queues, maintenanceLease)
 		if err == nil {
-			var q string
+			var q *string
 			_, err = pgx.ForEachRow(rows, []any{&q}, func() error {
-				rs.producers[q].wake()
+				if q == nil {
+					select { // the leader's lease is free: campaign now
+					case rs.electionWake <- struct{}{}:
+					default:
+					}
+					return nil
+				}
+				rs.producers[*q].wake()
 				return nil
 			})
 		}
