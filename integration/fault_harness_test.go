@@ -3,14 +3,11 @@
 package integration_test
 
 import (
-	"bufio"
 	"cmp"
 	"context"
 	"fmt"
-	"io"
 	"maps"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -130,7 +127,7 @@ type faultEnv struct {
 	elapsed time.Duration
 
 	mu      sync.Mutex
-	workers []*faultProc
+	workers []*workerProc
 }
 
 // newFaultEnv starts a private server with synchronous commits (a commit
@@ -139,7 +136,7 @@ type faultEnv struct {
 func newFaultEnv(t *testing.T, jobs int) *faultEnv {
 	t.Helper()
 	began := time.Now()
-	bin := faultWorkerBinary(t)
+	bin := buildBinary(t, "github.com/pgqueue/pgqueue/integration/faultworker")
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
 
@@ -214,12 +211,12 @@ type faultWorkerOpts struct {
 
 // startWorkers starts n more workers, named w<k> on from the workers
 // already started, and waits until all are ready.
-func (e *faultEnv) startWorkers(n int, o faultWorkerOpts) []*faultProc {
+func (e *faultEnv) startWorkers(n int, o faultWorkerOpts) []*workerProc {
 	e.t.Helper()
 	e.mu.Lock()
 	first := len(e.workers) + 1
 	e.mu.Unlock()
-	out := make([]*faultProc, n)
+	out := make([]*workerProc, n)
 	for i := range out {
 		out[i] = e.startWorker(fmt.Sprintf("w%d", first+i), o)
 	}
@@ -229,7 +226,7 @@ func (e *faultEnv) startWorkers(n int, o faultWorkerOpts) []*faultProc {
 	return out
 }
 
-func (e *faultEnv) startWorker(name string, o faultWorkerOpts) *faultProc {
+func (e *faultEnv) startWorker(name string, o faultWorkerOpts) *workerProc {
 	e.t.Helper()
 	args := []string{
 		"-db", cmp.Or(o.db, e.direct),
@@ -249,120 +246,13 @@ func (e *faultEnv) startWorker(name string, o faultWorkerOpts) *faultProc {
 			e.t.Fatal(err)
 		}
 	}
-	w := &faultProc{
-		name:    name,
-		logPath: filepath.Join(logDir, name+".log"),
-		ready:   make(chan struct{}),
-		exited:  make(chan struct{}),
-	}
-	logFile, err := os.Create(w.logPath)
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	defer logFile.Close()
-	w.cmd = exec.Command(e.bin, args...)
-	w.cmd.Stderr = logFile
-	stdout, err := w.cmd.StdoutPipe()
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	if err := w.cmd.Start(); err != nil {
-		e.t.Fatal(err)
-	}
-	go w.readStdout(stdout)
-	// Kill whatever is left when the test ends, however it ends; this runs
-	// before the database pool and the server are closed.
-	e.t.Cleanup(w.kill)
+	// Killed whatever happens, before the database pool and the server are
+	// closed.
+	w := startWorkerProc(e.t, "worker", name, e.bin, filepath.Join(logDir, name+".log"), args...)
 	e.mu.Lock()
 	e.workers = append(e.workers, w)
 	e.mu.Unlock()
 	return w
-}
-
-// faultProc is a running faultworker.
-type faultProc struct {
-	name    string
-	cmd     *exec.Cmd
-	logPath string
-	ready   chan struct{} // closed when it printed "ready"
-	exited  chan struct{} // closed when it exited; then waitErr is set
-
-	waitErr error
-}
-
-// readStdout watches for "ready", then reaps the process once it closed
-// its stdout.
-func (w *faultProc) readStdout(r io.Reader) {
-	s := bufio.NewScanner(r)
-	readyClosed := false
-	for s.Scan() {
-		if s.Text() == "ready" && !readyClosed {
-			close(w.ready)
-			readyClosed = true
-		}
-	}
-	// Wait only once stdout is drained, as exec.Cmd requires.
-	w.waitErr = w.cmd.Wait()
-	close(w.exited)
-}
-
-func (w *faultProc) waitReady(t *testing.T) {
-	t.Helper()
-	select {
-	case <-w.ready:
-	case <-w.exited:
-		t.Fatalf("worker %s exited before it was ready: %v\n%s", w.name, w.waitErr, w.logTail())
-	case <-time.After(30 * time.Second):
-		t.Fatalf("worker %s not ready within 30s\n%s", w.name, w.logTail())
-	}
-}
-
-func (w *faultProc) signal(sig syscall.Signal) error {
-	return w.cmd.Process.Signal(sig)
-}
-
-// kill ends the process at once, stopped or not, and reaps it.
-func (w *faultProc) kill() {
-	select {
-	case <-w.exited:
-		return
-	default:
-	}
-	_ = w.cmd.Process.Kill()
-	<-w.exited
-}
-
-// stop asks the worker to stop gracefully and waits up to timeout for it.
-func (w *faultProc) stop(timeout time.Duration) error {
-	select {
-	case <-w.exited:
-		return nil
-	default:
-	}
-	_ = w.signal(syscall.SIGCONT)
-	_ = w.signal(syscall.SIGTERM)
-	select {
-	case <-w.exited:
-		if w.waitErr != nil {
-			return fmt.Errorf("worker %s: %w", w.name, w.waitErr)
-		}
-		return nil
-	case <-time.After(timeout):
-		w.kill()
-		return fmt.Errorf("worker %s did not stop within %s", w.name, timeout)
-	}
-}
-
-func (w *faultProc) logTail() string {
-	b, err := os.ReadFile(w.logPath)
-	if err != nil {
-		return fmt.Sprintf("(no log: %v)", err)
-	}
-	const limit = 3000
-	if len(b) > limit {
-		b = b[len(b)-limit:]
-	}
-	return fmt.Sprintf("--- %s log tail ---\n%s", w.name, b)
 }
 
 // stopWorkers stops every worker still running, gracefully; a worker that
@@ -372,13 +262,8 @@ func (e *faultEnv) stopWorkers() {
 	e.mu.Lock()
 	workers := slices.Clone(e.workers)
 	e.mu.Unlock()
-	errs := make([]error, len(workers))
 	began := time.Now()
-	var wg sync.WaitGroup
-	for i, w := range workers {
-		wg.Go(func() { errs[i] = w.stop(20 * time.Second) })
-	}
-	wg.Wait()
+	errs := stopProcs(workers, 20*time.Second)
 	e.stopping = time.Since(began)
 	for i, err := range errs {
 		if err != nil {
@@ -413,23 +298,7 @@ func (e *faultEnv) finished(ctx context.Context) (int64, error) {
 // server may be down), and fails the test after timeout.
 func (e *faultEnv) waitUntil(what string, timeout time.Duration, cond func(ctx context.Context) (bool, error)) {
 	e.t.Helper()
-	deadline := time.Now().Add(timeout)
-	var lastErr error
-	for {
-		ctx, cancel := context.WithTimeout(e.t.Context(), 5*time.Second)
-		ok, err := cond(ctx)
-		cancel()
-		if err == nil && ok {
-			return
-		}
-		if err != nil {
-			lastErr = err
-		}
-		if time.Now().After(deadline) {
-			e.t.Fatalf("timed out after %s waiting until %s (last error: %v)\n%s", timeout, what, lastErr, e.stateDump())
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	pollUntil(e.t, what, timeout, cond, e.stateDump)
 }
 
 // waitProgress waits until at least n jobs are final.
@@ -677,7 +546,7 @@ func (e *faultEnv) waitVictimBusy(worker string) {
 // returns those jobs and when it was stopped. Statements its backends had
 // received before still finish, so the jobs are read a moment later; if
 // none is left, w is resumed and caught again, a few times.
-func (e *faultEnv) freeze(w *faultProc) (held map[int64]int64, stopped time.Time) {
+func (e *faultEnv) freeze(w *workerProc) (held map[int64]int64, stopped time.Time) {
 	e.t.Helper()
 	for range 5 {
 		e.waitVictimBusy(w.name)
@@ -704,58 +573,6 @@ func (e *faultEnv) waitSessionsGone(worker string) {
 		n, err := e.count(ctx, `SELECT count(*) FROM pg_stat_activity WHERE application_name = $1`, faultAppPrefix+worker)
 		return n == 0, err
 	})
-}
-
-// faultWorker is the faultworker binary shared by the scenarios of this
-// test binary, built by the first one that needs it.
-var faultWorker struct {
-	once sync.Once
-	path string
-	err  error
-}
-
-func faultWorkerBinary(t *testing.T) string {
-	t.Helper()
-	fw := &faultWorker
-	fw.once.Do(func() { fw.path, fw.err = buildFaultWorker() })
-	if fw.err != nil {
-		t.Fatal(fw.err)
-	}
-	return fw.path
-}
-
-// buildFaultWorker builds integration/faultworker into a temporary
-// directory named for this process. Nothing removes it when the process
-// ends (the package's TestMain is not the fault tests' to extend), so each
-// build first removes those of processes that are gone.
-func buildFaultWorker() (string, error) {
-	goBin, err := exec.LookPath("go")
-	if err != nil {
-		if root := os.Getenv("GOROOT"); root != "" {
-			goBin, err = filepath.Join(root, "bin", "go"), nil
-		}
-	}
-	if err != nil {
-		return "", fmt.Errorf("build faultworker: no go command: %w", err)
-	}
-	const prefix = "pgqueue-faultworker-"
-	stale, _ := filepath.Glob(filepath.Join(os.TempDir(), prefix+"*"))
-	for _, dir := range stale {
-		pid, err := strconv.Atoi(strings.TrimPrefix(filepath.Base(dir), prefix))
-		if err == nil && pid != os.Getpid() && syscall.Kill(pid, 0) == syscall.ESRCH {
-			_ = os.RemoveAll(dir)
-		}
-	}
-	dir := filepath.Join(os.TempDir(), prefix+strconv.Itoa(os.Getpid()))
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return "", err
-	}
-	path := filepath.Join(dir, "faultworker")
-	cmd := exec.Command(goBin, "build", "-o", path, "github.com/pgqueue/pgqueue/integration/faultworker")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("build faultworker: %w\n%s", err, out)
-	}
-	return path, nil
 }
 
 func startFaultProxy(t *testing.T, e *faultEnv) *proxy.Proxy {

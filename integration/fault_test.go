@@ -215,9 +215,11 @@ func TestFaultProxyCuts(t *testing.T) {
 	t.Parallel()
 	e := newFaultEnv(t, faultJobs())
 	p := startFaultProxy(t, e)
-	// Per connection per second: a worker has about 8 connections.
-	p.CutRandom(0.15)
+	// Cuts start once the workers are up: a worker that cannot start is
+	// not the fault under test. Per connection per second: a worker has
+	// about 8 connections.
 	e.startWorkers(4, faultWorkerOpts{db: faultProxyURL(t, p, e)})
+	p.CutRandom(0.15)
 
 	e.waitUntilFinalOr(15*time.Second, func() { p.CutRandom(0) })
 	p.CutRandom(0)

@@ -1,13 +1,11 @@
+//go:build unix
+
 package integration_test
 
 import (
-	"bufio"
 	"context"
 	"fmt"
-	"io"
 	"math/rand/v2"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -57,7 +55,7 @@ type lockEnv struct {
 // and runs setup in it.
 func newLockEnv(t *testing.T, setup string) *lockEnv {
 	t.Helper()
-	e := &lockEnv{t: t, url: pgtest.DB().NewDatabase(t), bin: lockWorkerBinary(t)}
+	e := &lockEnv{t: t, url: pgtest.DB().NewDatabase(t), bin: buildBinary(t, "github.com/pgqueue/pgqueue/integration/lockworker")}
 	cfg, err := pgxpool.ParseConfig(e.url)
 	if err != nil {
 		t.Fatal(err)
@@ -83,30 +81,17 @@ func (e *lockEnv) startProcs(n int, args ...string) []*lockProc {
 		procs[i] = e.startProc(fmt.Sprint(i+1), args...)
 	}
 	for _, p := range procs {
-		p.waitLine(e.t, "ready", 30*time.Second, false)
+		p.waitReady(e.t)
 	}
 	return procs
 }
 
 func (e *lockEnv) startProc(name string, args ...string) *lockProc {
 	e.t.Helper()
-	p := &lockProc{name: name, app: lockAppPrefix + name, logPath: filepath.Join(e.t.TempDir(), "lockworker-"+name+".log"), exited: make(chan struct{})}
-	logFile, err := os.Create(p.logPath)
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	defer logFile.Close()
-	p.cmd = exec.Command(e.bin, append([]string{"-db", e.url, "-name", name}, args...)...)
-	p.cmd.Stderr = logFile
-	stdout, err := p.cmd.StdoutPipe()
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	if err := p.cmd.Start(); err != nil {
-		e.t.Fatal(err)
-	}
-	go p.read(stdout)
-	e.t.Cleanup(p.kill) // whatever happens, before the pool and database go
+	logPath := filepath.Join(e.t.TempDir(), "lockworker-"+name+".log")
+	// Killed whatever happens, before the pool and the database go.
+	w := startWorkerProc(e.t, "lockworker", name, e.bin, logPath, append([]string{"-db", e.url, "-name", name}, args...)...)
+	p := &lockProc{workerProc: w, app: lockAppPrefix + name}
 	e.mu.Lock()
 	e.procs = append(e.procs, p)
 	e.mu.Unlock()
@@ -120,15 +105,13 @@ func (e *lockEnv) stopAll() {
 	e.mu.Lock()
 	procs := slices.Clone(e.procs)
 	e.mu.Unlock()
-	var wg sync.WaitGroup
-	errs := make([]error, len(procs))
+	ws := make([]*workerProc, len(procs))
 	for i, p := range procs {
-		wg.Go(func() { errs[i] = p.stop(20 * time.Second) })
+		ws[i] = p.workerProc
 	}
-	wg.Wait()
-	for i, err := range errs {
+	for i, err := range stopProcs(ws, 20*time.Second) {
 		if err != nil {
-			e.t.Errorf("lockworker %s: %v\n%s", procs[i].name, err, procs[i].logTail())
+			e.t.Errorf("%v\n%s", err, procs[i].logTail())
 		}
 	}
 }
@@ -137,23 +120,7 @@ func (e *lockEnv) stopAll() {
 // timeout.
 func (e *lockEnv) waitUntil(what string, timeout time.Duration, cond func(ctx context.Context) (bool, error)) {
 	e.t.Helper()
-	deadline := time.Now().Add(timeout)
-	var lastErr error
-	for {
-		ctx, cancel := context.WithTimeout(e.t.Context(), 5*time.Second)
-		ok, err := cond(ctx)
-		cancel()
-		if err == nil && ok {
-			return
-		}
-		if err != nil {
-			lastErr = err
-		}
-		if time.Now().After(deadline) {
-			e.t.Fatalf("timed out after %s waiting until %s (last error: %v)\n%s", timeout, what, lastErr, e.logTails())
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	pollUntil(e.t, what, timeout, cond, e.logTails)
 }
 
 func (e *lockEnv) logTails() string {
@@ -229,152 +196,8 @@ func (e *lockEnv) terminateOne(ctx context.Context, spare *lockProc) bool {
 
 // lockProc is a running lockworker.
 type lockProc struct {
-	name    string
-	app     string // its application_name, client ID and holder name
-	cmd     *exec.Cmd
-	logPath string
-	exited  chan struct{} // closed once it exited; then waitErr is set
-	waitErr error
-
-	mu     sync.Mutex
-	stdout []string
-}
-
-func (p *lockProc) read(r io.Reader) {
-	s := bufio.NewScanner(r)
-	for s.Scan() {
-		p.mu.Lock()
-		p.stdout = append(p.stdout, s.Text())
-		p.mu.Unlock()
-	}
-	p.waitErr = p.cmd.Wait() // once stdout is drained, as exec.Cmd requires
-	close(p.exited)
-}
-
-// sawLine reports whether the process printed a line that is line or, with
-// prefix, starts with it.
-func (p *lockProc) sawLine(line string, prefix bool) bool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	for _, l := range p.stdout {
-		if l == line || prefix && strings.HasPrefix(l, line) {
-			return true
-		}
-	}
-	return false
-}
-
-// waitLine waits until the process printed line (or, with prefix, a line
-// starting with it).
-func (p *lockProc) waitLine(t *testing.T, line string, timeout time.Duration, prefix bool) {
-	t.Helper()
-	deadline := time.After(timeout)
-	for !p.sawLine(line, prefix) {
-		select {
-		case <-p.exited:
-			if p.sawLine(line, prefix) {
-				return
-			}
-			t.Fatalf("lockworker %s exited (%v) before printing %q\n%s", p.name, p.waitErr, line, p.logTail())
-		case <-deadline:
-			t.Fatalf("lockworker %s did not print %q within %s\n%s", p.name, line, timeout, p.logTail())
-		case <-time.After(20 * time.Millisecond):
-		}
-	}
-}
-
-func (p *lockProc) signal(sig syscall.Signal) error { return p.cmd.Process.Signal(sig) }
-
-// kill ends the process at once, stopped or not, and reaps it.
-func (p *lockProc) kill() {
-	select {
-	case <-p.exited:
-		return
-	default:
-	}
-	_ = p.cmd.Process.Kill()
-	<-p.exited
-}
-
-// stop asks the process to stop gracefully and waits up to timeout.
-func (p *lockProc) stop(timeout time.Duration) error {
-	select {
-	case <-p.exited:
-		return nil
-	default:
-	}
-	_ = p.signal(syscall.SIGCONT)
-	_ = p.signal(syscall.SIGTERM)
-	select {
-	case <-p.exited:
-		return p.waitErr
-	case <-time.After(timeout):
-		p.kill()
-		return fmt.Errorf("did not stop within %s", timeout)
-	}
-}
-
-func (p *lockProc) logTail() string {
-	b, err := os.ReadFile(p.logPath)
-	if err != nil {
-		return fmt.Sprintf("(no log of %s: %v)\n", p.name, err)
-	}
-	const limit = 2000
-	if len(b) > limit {
-		b = b[len(b)-limit:]
-	}
-	return fmt.Sprintf("--- lockworker %s log tail ---\n%s\n", p.name, b)
-}
-
-// lockWorker is the lockworker binary, built once for the tests of this
-// binary that run at the same time and removed when the last ends.
-var lockWorker struct {
-	mu    sync.Mutex
-	once  *sync.Once
-	users int
-	dir   string
-	err   error
-}
-
-func lockWorkerBinary(t *testing.T) string {
-	t.Helper()
-	lw := &lockWorker
-	lw.mu.Lock()
-	defer lw.mu.Unlock()
-	if lw.once == nil {
-		lw.once = new(sync.Once)
-	}
-	lw.once.Do(func() { lw.dir, lw.err = buildLockWorker() })
-	if lw.err != nil {
-		t.Fatal(lw.err)
-	}
-	lw.users++
-	t.Cleanup(func() {
-		lw.mu.Lock()
-		defer lw.mu.Unlock()
-		if lw.users--; lw.users == 0 {
-			_ = os.RemoveAll(lw.dir)
-			lw.once, lw.dir = nil, ""
-		}
-	})
-	return filepath.Join(lw.dir, "lockworker")
-}
-
-func buildLockWorker() (string, error) {
-	goBin, err := exec.LookPath("go")
-	if err != nil {
-		goBin = filepath.Join(os.Getenv("GOROOT"), "bin", "go")
-	}
-	dir, err := os.MkdirTemp("", "lockworker-")
-	if err != nil {
-		return "", err
-	}
-	cmd := exec.Command(goBin, "build", "-o", filepath.Join(dir, "lockworker"), "github.com/pgqueue/pgqueue/integration/lockworker")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		_ = os.RemoveAll(dir)
-		return "", fmt.Errorf("build lockworker: %w\n%s", err, out)
-	}
-	return dir, nil
+	*workerProc
+	app string // its application_name, client ID and holder name
 }
 
 // singletonSchema is what the span workers write: one span per run that
