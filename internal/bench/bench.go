@@ -139,21 +139,10 @@ func BurnDown(ctx context.Context, cfg *Config) (Result, error) {
 	var done atomic.Int64
 	total := int64(cfg.Jobs)
 	finished := make(chan struct{})
-	workers := pgqueue.NewWorkers()
-	err := pgqueue.AddWorkerFunc(workers, func(ctx context.Context, job *pgqueue.Job[noopArgs]) error {
+	client, err := noopClient(cfg, func() {
 		if done.Add(1) == total {
 			close(finished)
 		}
-		return nil
-	}, nil)
-	if err != nil {
-		return Result{}, err
-	}
-	client, err := pgqueue.New(cfg.Pool, &pgqueue.Config{
-		Schema:  cfg.schema(),
-		Workers: workers,
-		Queues:  map[string]pgqueue.QueueConfig{queue: {MaxWorkers: cfg.Workers}},
-		Logger:  quietLogger(),
 	})
 	if err != nil {
 		return Result{}, err
@@ -176,6 +165,24 @@ func BurnDown(ctx context.Context, cfg *Config) (Result, error) {
 		return Result{}, err
 	}
 	return Result{Mode: "library", Jobs: done.Load(), Elapsed: elapsed}, stopErr
+}
+
+// noopClient is a client working the bench queue with cfg.Workers workers
+// whose no-op handler calls worked.
+func noopClient(cfg *Config, worked func()) (*pgqueue.Client, error) {
+	workers := pgqueue.NewWorkers()
+	if err := pgqueue.AddWorkerFunc(workers, func(context.Context, *pgqueue.Job[noopArgs]) error {
+		worked()
+		return nil
+	}, nil); err != nil {
+		return nil, err
+	}
+	return pgqueue.New(cfg.Pool, &pgqueue.Config{
+		Schema:  cfg.schema(),
+		Workers: workers,
+		Queues:  map[string]pgqueue.QueueConfig{queue: {MaxWorkers: cfg.Workers}},
+		Logger:  quietLogger(),
+	})
 }
 
 // quietLogger drops the client's logs, which would garble the display.

@@ -17,19 +17,7 @@ import (
 // job from the database (attempted_at − created_at, both by its clock).
 func Sustained(ctx context.Context, cfg *Config) (Result, error) {
 	var worked atomic.Int64
-	workers := pgqueue.NewWorkers()
-	if err := pgqueue.AddWorkerFunc(workers, func(ctx context.Context, job *pgqueue.Job[noopArgs]) error {
-		worked.Add(1)
-		return nil
-	}, nil); err != nil {
-		return Result{}, err
-	}
-	client, err := pgqueue.New(cfg.Pool, &pgqueue.Config{
-		Schema:  cfg.schema(),
-		Workers: workers,
-		Queues:  map[string]pgqueue.QueueConfig{queue: {MaxWorkers: cfg.Workers}},
-		Logger:  quietLogger(),
-	})
+	client, err := noopClient(cfg, func() { worked.Add(1) })
 	if err != nil {
 		return Result{}, err
 	}
