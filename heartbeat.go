@@ -12,9 +12,13 @@ import (
 type activeJob struct {
 	row    *JobRow
 	cancel context.CancelCauseFunc
-	// expiry cancels the job with ErrLeaseLost when the lease runs out by
-	// this process's monotonic clock with no heartbeat having renewed it.
-	expiry *time.Timer
+	// leaseEnd is when the claim's lease ends by this process's monotonic
+	// clock (see activeJobs.now); heartbeats move it. The expiry sweep
+	// cancels the job with ErrLeaseLost once it passes: one sweep for all
+	// jobs costs less than a timer per job.
+	leaseEnd atomic.Int64
+	// expired is set by the sweep that cancelled the job.
+	expired atomic.Bool
 	// lost is set when a heartbeat found the claim gone: the job's result
 	// is not written, it would be refused anyway.
 	lost atomic.Bool
@@ -25,23 +29,71 @@ type activeJob struct {
 
 // activeJobs is the registry of a started client's running jobs.
 type activeJobs struct {
-	mu   sync.Mutex
-	byID map[int64]*activeJob
+	// epoch is the origin of leaseEnd: times are kept as monotonic
+	// nanoseconds since it.
+	epoch time.Time
+	mu    sync.Mutex
+	byID  map[int64]*activeJob
+	// stopped, once set, is the cause every job added later is cancelled
+	// with at once (see cancelAll).
+	stopped error
 }
+
+func newActiveJobs() activeJobs {
+	return activeJobs{epoch: time.Now(), byID: map[int64]*activeJob{}}
+}
+
+// at converts t to the registry's clock.
+func (a *activeJobs) at(t time.Time) int64 { return int64(t.Sub(a.epoch)) }
 
 // add registers a claimed job. sent is when the claim was sent: the
 // database's lease started no earlier, so sent+lease is a safe local end.
 func (a *activeJobs) add(row *JobRow, cancel context.CancelCauseFunc, sent time.Time, lease time.Duration) *activeJob {
 	j := &activeJob{row: row, cancel: cancel}
-	j.expiry = time.AfterFunc(time.Until(sent.Add(lease)), func() { cancel(ErrLeaseLost) })
+	j.leaseEnd.Store(a.at(sent.Add(lease)))
 	a.mu.Lock()
 	a.byID[row.ID] = j
+	stopped := a.stopped
 	a.mu.Unlock()
+	if stopped != nil {
+		cancel(stopped)
+	}
 	return j
 }
 
+// cancelAll cancels every running job, and every job added from now on,
+// with cause. Job contexts are not children of the client's context: a
+// thousand jobs registering with one parent contend on its lock.
+func (a *activeJobs) cancelAll(cause error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.stopped = cause
+	for _, j := range a.byID {
+		j.cancel(cause)
+	}
+}
+
+// expire cancels, with ErrLeaseLost, the jobs whose lease ends before
+// now+margin by the local clock. buf is reused between calls.
+func (a *activeJobs) expire(now time.Time, margin time.Duration, buf []*activeJob) []*activeJob {
+	limit := a.at(now.Add(margin))
+	buf = buf[:0]
+	a.mu.Lock()
+	for _, j := range a.byID {
+		if j.leaseEnd.Load() <= limit && !j.expired.Load() {
+			buf = append(buf, j)
+		}
+	}
+	a.mu.Unlock()
+	for _, j := range buf {
+		if j.expired.CompareAndSwap(false, true) {
+			j.cancel(ErrLeaseLost)
+		}
+	}
+	return buf
+}
+
 func (a *activeJobs) remove(j *activeJob) {
-	j.expiry.Stop()
 	a.mu.Lock()
 	if a.byID[j.row.ID] == j {
 		delete(a.byID, j.row.ID)
@@ -81,17 +133,32 @@ func (c *Client) markCompletedInTx(job *JobRow) {
 	}
 }
 
+// expirySweep is how often running jobs are checked for a lease that ran
+// out by the local clock. A job is cancelled up to one sweep early, never
+// late.
+func expirySweep(lease time.Duration) time.Duration {
+	return min(max(lease/20, 5*time.Millisecond), 500*time.Millisecond)
+}
+
 // runHeartbeats renews the leases of all running jobs of this client in one
 // fenced statement every HeartbeatInterval. A job the statement did not
-// renew was lost and is cancelled with ErrLeaseLost.
+// renew was lost and is cancelled with ErrLeaseLost. Between heartbeats it
+// cancels the jobs whose lease ran out by the local clock.
 func (c *Client) runHeartbeats(rs *runState) {
 	defer rs.heartbeats.Done()
 	tick := time.NewTicker(c.config.HeartbeatInterval)
 	defer tick.Stop()
+	sweep := expirySweep(c.config.Lease)
+	sweepTick := time.NewTicker(sweep)
+	defer sweepTick.Stop()
+	var buf []*activeJob
 	for {
 		select {
 		case <-rs.heartbeatsDone:
 			return
+		case now := <-sweepTick.C:
+			buf = rs.active.expire(now, sweep, buf)
+			continue
 		case <-tick.C:
 		}
 		jobs := rs.active.snapshot()
@@ -99,7 +166,7 @@ func (c *Client) runHeartbeats(rs *runState) {
 			continue
 		}
 		if err := c.heartbeat(rs, jobs); err != nil {
-			// The expiry timers cancel the jobs if this goes on for a lease.
+			// The expiry sweep cancels the jobs if this goes on for a lease.
 			c.log.Error("pgqueue: heartbeat failed", "jobs", len(jobs), "err", err)
 		}
 	}
@@ -130,10 +197,10 @@ func (c *Client) heartbeat(rs *runState, jobs []*activeJob) error {
 	if err := rows.Err(); err != nil {
 		return dbError("heartbeat", err)
 	}
-	until := time.Until(sent.Add(c.config.Lease))
+	until := rs.active.at(sent.Add(c.config.Lease))
 	for _, j := range jobs {
 		if held[j.row.ID] {
-			j.expiry.Reset(until)
+			j.leaseEnd.Store(until)
 			continue
 		}
 		if j.completedInTx.Load() {

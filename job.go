@@ -131,10 +131,10 @@ type lockGrant struct {
 }
 
 // decodeArgs decodes a row's args into a T.
-func decodeArgs[T JobArgs](row *JobRow, grant lockGrant) (*Job[T], error) {
-	var args T
-	if err := json.Unmarshal(row.EncodedArgs, &args); err != nil {
+func decodeArgs[T JobArgs](row *JobRow) (*Job[T], error) {
+	job := &Job[T]{JobRow: row}
+	if err := json.Unmarshal(row.EncodedArgs, &job.Args); err != nil {
 		return nil, err
 	}
-	return &Job[T]{JobRow: row, Args: args, Tx: grant.tx, LockFence: grant.fence}, nil
+	return job, nil
 }

@@ -46,8 +46,8 @@ type singletonRun struct {
 // runSingleton takes the job's key lock in w's mode and runs the handler
 // under it. ctx is the job's context (ended by lease loss or Stop);
 // handlerCtx adds the handler's timeout.
-func (c *Client) runSingleton(ctx, handlerCtx context.Context, cancel context.CancelCauseFunc, job *activeJob, w *registeredWorker) singletonRun {
-	row := job.row
+func (c *Client) runSingleton(ctx, handlerCtx context.Context, cancel context.CancelCauseFunc, job *activeJob, cj *claimedJob) singletonRun {
+	row, w := job.row, cj.w
 	name := SingletonResource(row.SingletonKey)
 	if w.mode == SingletonSession {
 		lock, err := c.TrySessionLock(ctx, name, nil)
@@ -71,7 +71,7 @@ func (c *Client) runSingleton(ctx, handlerCtx context.Context, cancel context.Ca
 			return singletonRun{err: fmt.Errorf("singleton %q: record fence: %w", row.SingletonKey, err)}
 		}
 		stop := context.AfterFunc(lock.Context(), func() { cancel(context.Cause(lock.Context())) })
-		trace, err := runHandler(handlerCtx, w, row, lockGrant{fence: lock.Fence()})
+		trace, err := runHandler(handlerCtx, cj, lockGrant{fence: lock.Fence()})
 		stop()
 		return singletonRun{err: err, trace: trace, release: release}
 	}
@@ -91,7 +91,7 @@ func (c *Client) runSingleton(ctx, handlerCtx context.Context, cancel context.Ca
 	if err != nil {
 		return singletonRun{err: err}
 	}
-	trace, err := runHandler(handlerCtx, w, row, lockGrant{tx: tx, fence: fence})
+	trace, err := runHandler(handlerCtx, cj, lockGrant{tx: tx, fence: fence})
 	if err != nil {
 		return singletonRun{err: err, trace: trace}
 	}

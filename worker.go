@@ -54,7 +54,12 @@ type Workers struct {
 type registeredWorker struct {
 	timeout time.Duration
 	mode    SingletonMode
-	work    func(ctx context.Context, row *JobRow, grant lockGrant) error
+	// decode turns a claimed row into the *Job[T] that work takes. The
+	// producer decodes, not the executor: decoding JSON grows a goroutine's
+	// stack, and a thousand executors, their stacks shrunk again at every
+	// GC, would each pay for copying it.
+	decode func(row *JobRow) (any, error)
+	work   func(ctx context.Context, job any, grant lockGrant) error
 }
 
 // NewWorkers returns an empty registry.
@@ -82,12 +87,17 @@ func AddWorker[T JobArgs](ws *Workers, w Worker[T], opts *WorkerOpts) error {
 	ws.byKind[kind] = &registeredWorker{
 		timeout: opts.Timeout,
 		mode:    opts.SingletonMode,
-		work: func(ctx context.Context, row *JobRow, grant lockGrant) error {
-			job, err := decodeArgs[T](row, grant)
+		decode: func(row *JobRow) (any, error) {
+			job, err := decodeArgs[T](row)
 			if err != nil {
-				return fmt.Errorf("%w: decode args of %s job %d: %w", ErrInvalidArgs, kind, row.ID, err)
+				return nil, fmt.Errorf("%w: decode args of %s job %d: %w", ErrInvalidArgs, kind, row.ID, err)
 			}
-			return w.Work(ctx, job)
+			return job, nil
+		},
+		work: func(ctx context.Context, job any, grant lockGrant) error {
+			j := job.(*Job[T])
+			j.Tx, j.LockFence = grant.tx, grant.fence
+			return w.Work(ctx, j)
 		},
 	}
 	return nil
@@ -118,6 +128,9 @@ type runState struct {
 	// ErrStopping once its own deadline passed.
 	jobs       context.Context
 	cancelJobs context.CancelCauseFunc
+	// jobParent is jobs without its cancellation, the parent of each job's
+	// context; active.cancelAll passes jobs' cancellation on.
+	jobParent context.Context
 
 	producers map[string]*producer
 	// electionWake tells the maintenance elector the lease is free.
@@ -151,11 +164,13 @@ func (c *Client) Start(ctx context.Context) error {
 	rs := &runState{
 		base:           context.WithoutCancel(ctx),
 		producers:      map[string]*producer{},
-		active:         activeJobs{byID: map[int64]*activeJob{}},
+		active:         newActiveJobs(),
 		heartbeatsDone: make(chan struct{}),
 	}
 	rs.fetch, rs.cancelFetch = context.WithCancel(ctx)
 	rs.jobs, rs.cancelJobs = context.WithCancelCause(ctx)
+	rs.jobParent = context.WithoutCancel(rs.jobs)
+	context.AfterFunc(rs.jobs, func() { rs.active.cancelAll(context.Cause(rs.jobs)) })
 	rs.completer = newCompleter(c, rs)
 	go rs.completer.run()
 	for name, qc := range c.config.Queues {
@@ -309,11 +324,15 @@ func (p *producer) wake() {
 	}
 }
 
-// claimedJob is a claimed job on its way to an executor, with the time its
-// claim was sent.
+// claimedJob is a claimed job on its way to an executor: the row, the
+// time its claim was sent, its worker (nil for an unknown kind) and the
+// decoded *Job[T] or the error decoding it.
 type claimedJob struct {
-	row  *JobRow
-	sent time.Time
+	row       *JobRow
+	sent      time.Time
+	w         *registeredWorker
+	job       any
+	decodeErr error
 }
 
 // dispatch hands a claimed job to an idle executor, starting one if none
@@ -336,7 +355,7 @@ func (p *producer) runExecutor() {
 		if !ok {
 			return
 		}
-		p.client.execute(p, j.row, j.sent)
+		p.client.execute(p, &j)
 	}
 }
 
@@ -347,8 +366,8 @@ func (p *producer) run() {
 	c := p.client
 	running := 0
 	fetchNow := true
-	// refill fires a claim for the slots freed so far when too few freed to
-	// claim at once (see below).
+	// refill fires a claim for the slots freed so far, ClaimBatchDelay after
+	// the first of them (see below).
 	refill := time.NewTimer(time.Hour)
 	refill.Stop()
 	defer refill.Stop()
@@ -358,14 +377,20 @@ func (p *producer) run() {
 	// the queue probably holds more: a finished job is then a reason to
 	// claim again at once rather than at the next poll.
 	more := false
+	// woken is true when a notification, the poller or the scheduler asked
+	// for this claim: jobs are waiting that no claim has seen, so it goes
+	// out at once.
+	woken := false
 	for {
-		// Under load, a job finishing every few microseconds would make a
-		// claim of one row each: claim at once only when a quarter of the
-		// slots are free, else after refillDelay, so claims come in
-		// batches.
-		if fetchNow && running < p.max && p.max-running < p.max/4 && !refillArmed && !refillDue {
-			refill.Reset(refillDelay)
-			refillArmed = true
+		// With a backlog, jobs finishing every few microseconds would make
+		// claims of a few rows each, and every claim is a commit: unless
+		// every slot is free, wait up to ClaimBatchDelay from the first
+		// free slot and claim all the slots freed by then in one statement.
+		if fetchNow && !woken && !refillDue && running > 0 && running < p.max && c.config.ClaimBatchDelay > 0 {
+			if !refillArmed {
+				refill.Reset(c.config.ClaimBatchDelay)
+				refillArmed = true
+			}
 			fetchNow = false
 		}
 		if fetchNow && running < p.max && p.rs.fetch.Err() == nil {
@@ -373,7 +398,7 @@ func (p *producer) run() {
 				refill.Stop()
 				refillArmed = false
 			}
-			refillDue = false
+			refillDue, woken = false, false
 			want := p.max - running
 			sent := time.Now()
 			jobs, err := c.claim(p.rs, p.queue, want)
@@ -385,7 +410,11 @@ func (p *producer) run() {
 				for _, row := range jobs {
 					running++
 					p.rs.running.Add(1)
-					p.dispatch(claimedJob{row: row, sent: sent})
+					j := claimedJob{row: row, sent: sent, w: c.config.Workers.lookup(row.Kind)}
+					if j.w != nil {
+						j.job, j.decodeErr = j.w.decode(row)
+					}
+					p.dispatch(j)
 				}
 				more = len(jobs) == want
 			}
@@ -409,7 +438,7 @@ func (p *producer) run() {
 			// A wake-up that came while every slot was taken still counts.
 			fetchNow = fetchNow || more
 		case <-p.wakeCh:
-			fetchNow = true
+			fetchNow, woken = true, true
 		case <-refill.C:
 			refillArmed = false
 			refillDue = true
@@ -458,10 +487,6 @@ func (c *Client) runPoller(rs *runState) {
 	}
 }
 
-// refillDelay is the longest a producer of a busy queue waits to gather
-// free slots into one claim.
-const refillDelay = 2 * time.Millisecond
-
 // writeTimeout bounds each statement that records a job's result.
 const writeTimeout = 15 * time.Second
 
@@ -481,16 +506,15 @@ func (c *Client) claim(rs *runState, queue string, limit int) ([]*JobRow, error)
 	return jobs, nil
 }
 
-// execute runs one claimed job and records its result. sent is when its
-// claim was sent, the earliest its lease can have started.
-func (c *Client) execute(p *producer, row *JobRow, sent time.Time) {
+// execute runs one claimed job and records its result.
+func (c *Client) execute(p *producer, cj *claimedJob) {
 	defer func() { p.doneCh <- struct{}{} }()
 	defer p.rs.running.Done()
 
-	ctx, cancel := context.WithCancelCause(p.rs.jobs)
+	row, w := cj.row, cj.w
+	ctx, cancel := context.WithCancelCause(p.rs.jobParent)
 	defer cancel(nil)
-	job := p.rs.active.add(row, cancel, sent, c.config.Lease)
-	w := c.config.Workers.lookup(row.Kind)
+	job := p.rs.active.add(row, cancel, cj.sent, c.config.Lease)
 	if w == nil {
 		p.rs.active.remove(job)
 		note := fmt.Sprintf("%s %q; waiting %s for a worker that knows it", ErrUnknownKind, row.Kind, c.config.UnknownKindDelay)
@@ -520,9 +544,9 @@ func (c *Client) execute(p *producer, row *JobRow, sent time.Time) {
 		c.finish(p.rs, r)
 	}
 	if row.SingletonKey == "" {
-		trace, err = runHandler(handlerCtx, w, row, lockGrant{})
+		trace, err = runHandler(handlerCtx, cj, lockGrant{})
 	} else {
-		run := c.runSingleton(ctx, handlerCtx, cancel, job, w)
+		run := c.runSingleton(ctx, handlerCtx, cancel, job, cj)
 		release = run.release
 		if run.busy {
 			cancelTimeout()
@@ -567,14 +591,17 @@ func (c *Client) execute(p *producer, row *JobRow, sent time.Time) {
 }
 
 // runHandler runs the handler, turning a panic into an error and a stack.
-func runHandler(ctx context.Context, w *registeredWorker, row *JobRow, grant lockGrant) (trace string, err error) {
+func runHandler(ctx context.Context, cj *claimedJob, grant lockGrant) (trace string, err error) {
+	if cj.decodeErr != nil {
+		return "", cj.decodeErr
+	}
 	defer func() {
 		if r := recover(); r != nil {
 			err = fmt.Errorf("panic: %v", r)
 			trace = string(debug.Stack())
 		}
 	}()
-	return "", w.work(ctx, row, grant)
+	return "", cj.w.work(ctx, cj.job, grant)
 }
 
 // finish hands a job's result to the completer.

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
+	"runtime/pprof"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -19,9 +21,10 @@ Measures pgqueue on no-op jobs, in a schema of its own that it empties first
 
 	burn-down  insert --jobs jobs with EnqueueMany (reported as the enqueue
 	           rate), then time working them with --workers workers; with
-	           --raw, do the same again with bare SQL (pgqueue's claim and a
-	           fenced batch completion, no library) at the same batch size
-	           and print library/raw
+	           --raw, do the same again with bare SQL (one COPY of rows
+	           prepared in advance; pgqueue's claim and a fenced batch
+	           completion, no library, at the same batch size) and print
+	           library/raw for both
 	sustained  insert --rate jobs/s for --duration while working them, then
 	           report jobs/s and enqueue→start latency p50/p95/p99 (by the
 	           database clock: attempted_at - created_at)
@@ -45,6 +48,9 @@ Flags:
 	--rate N            sustained: jobs offered per second (default 2000)
 	--duration D        sustained and idle: how long (default 30s)
 	--filler N          add N finished and future rows first (default 0)
+	--cpuprofile FILE   write a CPU profile of the library's part of the
+	                    run (the burn-down's enqueue and working phases, or
+	                    the whole sustained run) to FILE, for go tool pprof
 `
 
 type benchArgs struct {
@@ -57,6 +63,7 @@ type benchArgs struct {
 	rate     int
 	duration time.Duration
 	filler   int
+	profile  string
 }
 
 func parseBenchArgs(args []string) (benchArgs, error) {
@@ -70,6 +77,7 @@ func parseBenchArgs(args []string) (benchArgs, error) {
 	fs.IntVar(&a.rate, "rate", 2000, "")
 	fs.DurationVar(&a.duration, "duration", 30*time.Second, "")
 	fs.IntVar(&a.filler, "filler", 0, "")
+	fs.StringVar(&a.profile, "cpuprofile", "", "")
 	pos, err := parseInterspersed(fs, args)
 	switch {
 	case err != nil:
@@ -141,19 +149,30 @@ func runBenchMode(ctx context.Context, a benchArgs, stdout, stderr io.Writer) (e
 		fmt.Fprintln(stdout, res)
 	case "sustained":
 		fmt.Fprintf(stdout, "sustained: %d jobs/s offered for %s, %d workers\n", a.rate, a.duration, a.workers)
+		stopProfile, err := startProfile(a.profile)
+		if err != nil {
+			return err
+		}
 		res, err := bench.Sustained(ctx, cfg)
+		stopProfile()
 		if err != nil {
 			return err
 		}
 		fmt.Fprintln(stdout, res)
 	default:
 		fmt.Fprintf(stdout, "burn-down: %d jobs, %d workers (claim batch %d)\n", a.jobs, a.workers, a.workers)
+		stopProfile, err := startProfile(a.profile)
+		if err != nil {
+			return err
+		}
 		enq, err := bench.Enqueue(ctx, cfg)
 		if err != nil {
+			stopProfile()
 			return err
 		}
 		fmt.Fprintln(stdout, enq)
 		lib, err := bench.BurnDown(ctx, cfg)
+		stopProfile()
 		if err != nil {
 			return err
 		}
@@ -164,15 +183,38 @@ func runBenchMode(ctx context.Context, a benchArgs, stdout, stderr io.Writer) (e
 		if err := bench.Prepare(ctx, cfg); err != nil {
 			return err
 		}
-		if _, err := bench.Enqueue(ctx, cfg); err != nil {
+		rawEnq, err := bench.RawEnqueue(ctx, cfg)
+		if err != nil {
 			return err
 		}
+		fmt.Fprintln(stdout, rawEnq)
 		raw, err := bench.RawBurnDown(ctx, cfg)
 		if err != nil {
 			return err
 		}
 		fmt.Fprintln(stdout, raw)
-		fmt.Fprintf(stdout, "library/raw = %.2f\n", lib.JobsPerSecond()/raw.JobsPerSecond())
+		fmt.Fprintf(stdout, "library/raw: enqueue %.2f, burn-down %.2f\n",
+			enq.JobsPerSecond()/rawEnq.JobsPerSecond(), lib.JobsPerSecond()/raw.JobsPerSecond())
 	}
 	return nil
+}
+
+// startProfile starts a CPU profile into path; with no path it does
+// nothing. The returned stop ends the profile and closes the file.
+func startProfile(path string) (stop func(), err error) {
+	if path == "" {
+		return func() {}, nil
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, fmt.Errorf("cpu profile: %w", err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("cpu profile: %w", err)
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		f.Close()
+	}, nil
 }

@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"bytes"
 	"context"
 	_ "embed"
 	"fmt"
@@ -18,6 +19,33 @@ var (
 	//go:embed raw_complete.sql
 	rawCompleteSQL string
 )
+
+// RawEnqueue inserts cfg.Jobs no-op jobs with one COPY of rows prepared
+// before the clock starts: the server's own ceiling for EnqueueMany, which
+// must also encode and validate every job while it streams.
+func RawEnqueue(ctx context.Context, cfg *Config) (Result, error) {
+	var rows bytes.Buffer
+	for i := range cfg.Jobs {
+		fmt.Fprintf(&rows, "%s\tbench_noop\t{\"n\":%d}\t0\t25\t{}\t{}\t\\N\n", queue, i)
+	}
+	sql := "COPY " + pgx.Identifier{cfg.schema(), "jobs"}.Sanitize() +
+		" (queue, kind, args, priority, max_attempts, tags, meta, singleton_key) FROM STDIN"
+	start := time.Now()
+	tx, err := cfg.Pool.Begin(ctx)
+	if err != nil {
+		return Result{}, err
+	}
+	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+	tag, err := tx.Conn().PgConn().CopyFrom(ctx, &rows, sql)
+	if err != nil {
+		return Result{}, fmt.Errorf("raw enqueue: %w", err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return Result{}, fmt.Errorf("raw enqueue: %w", err)
+	}
+	res := Result{Mode: "raw copy", Jobs: tag.RowsAffected(), Elapsed: time.Since(start)}
+	return res, settle(ctx, cfg)
+}
 
 // RawBurnDown works the enqueued jobs with bare SQL: RawConns loops, each
 // claiming up to Workers jobs and completing them in one statement. It is

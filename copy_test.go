@@ -1,0 +1,157 @@
+package pgqueue_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/pgqueue/pgqueue"
+)
+
+// COPY writes every column in binary: each must read back as Enqueue
+// would have written it.
+func TestEnqueueManyCopyColumns(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := newPool(t)
+	c := newClient(t, pool, nil)
+	runAt := time.Date(2031, 2, 3, 4, 5, 6, 789012000, time.UTC)
+	params := make([]pgqueue.EnqueueParams, pgqueue.CopyThreshold)
+	for i := range params {
+		params[i] = pgqueue.EnqueueParams{Args: emailArgs{To: "plain"}}
+	}
+	params[1] = pgqueue.EnqueueParams{Args: emailArgs{To: "ünïcode ✓"}, Opts: &pgqueue.InsertOpts{
+		Queue: "mail", Priority: -3, MaxAttempts: 7, Tags: []string{"a", "", "ç d"},
+		Meta: map[string]any{"k": 1}, SingletonKey: "key-1",
+	}}
+	params[2] = pgqueue.EnqueueParams{Args: emailArgs{To: "later"}, Opts: &pgqueue.InsertOpts{RunAt: runAt, Tags: []string{"x"}}}
+	n, err := c.EnqueueMany(ctx, params)
+	if err != nil || n != int64(len(params)) {
+		t.Fatalf("EnqueueMany = %d, %v", n, err)
+	}
+
+	var (
+		queue, kind, state, to, singleton string
+		priority                          int16
+		maxAttempts                       int
+		tags                              []string
+		meta                              map[string]any
+		at                                time.Time
+	)
+	err = pool.QueryRow(ctx, `SELECT queue, kind, state, args->>'to', priority, max_attempts, tags, meta, singleton_key
+		FROM pgqueue.jobs WHERE args->>'to' <> 'plain' AND args->>'to' <> 'later'`).
+		Scan(&queue, &kind, &state, &to, &priority, &maxAttempts, &tags, &meta, &singleton)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if queue != "mail" || kind != (emailArgs{}).Kind() || state != "available" || to != "ünïcode ✓" || priority != -3 ||
+		maxAttempts != 7 || strings.Join(tags, "|") != "a||ç d" || meta["k"] != float64(1) || singleton != "key-1" {
+		t.Fatalf("row = %q %q %q %q %d %d %q %v %q", queue, kind, state, to, priority, maxAttempts, tags, meta, singleton)
+	}
+	err = pool.QueryRow(ctx, `SELECT state, run_at, tags FROM pgqueue.jobs WHERE args->>'to' = 'later'`).Scan(&state, &at, &tags)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if state != "scheduled" || !at.Equal(runAt) || len(tags) != 1 || tags[0] != "x" {
+		t.Fatalf("scheduled row = %q %s %q, want scheduled %s [x]", state, at, tags, runAt)
+	}
+	if got := countJobs(t, pool, "args->>'to' = 'plain' AND queue = 'default' AND state = 'available' AND tags = '{}' AND meta = '{}' AND singleton_key IS NULL AND max_attempts = 25"); got != len(params)-2 {
+		t.Fatalf("%d plain rows with defaults, want %d", got, len(params)-2)
+	}
+}
+
+// A job found invalid while the COPY streams fails the call with its typed
+// error and leaves the caller's transaction usable, with none of the
+// batch's rows in it.
+func TestEnqueueManyTxInvalidJobMidStream(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := newPool(t)
+	c := newClient(t, pool, &pgqueue.Config{MaxArgsSize: 1024})
+	if _, err := pool.Exec(ctx, "CREATE TABLE orders (id int)"); err != nil {
+		t.Fatal(err)
+	}
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx)
+	if _, err := tx.Exec(ctx, "INSERT INTO orders VALUES (1)"); err != nil {
+		t.Fatal(err)
+	}
+	bad := []struct {
+		name string
+		job  pgqueue.EnqueueParams
+		want error
+	}{
+		{"queue", pgqueue.EnqueueParams{Args: emailArgs{}, Opts: &pgqueue.InsertOpts{Queue: "Bad Queue"}}, pgqueue.ErrInvalidQueue},
+		{"size", pgqueue.EnqueueParams{Args: emailArgs{To: strings.Repeat("x", 2000)}}, pgqueue.ErrArgsTooLarge},
+		{"scheduled", pgqueue.EnqueueParams{Args: nil, Opts: &pgqueue.InsertOpts{RunAt: time.Now().Add(time.Hour)}}, pgqueue.ErrInvalidArgs},
+	}
+	for _, b := range bad {
+		params := make([]pgqueue.EnqueueParams, 50_000)
+		for i := range params {
+			params[i] = pgqueue.EnqueueParams{Args: emailArgs{To: "ok"}}
+		}
+		params[40_000] = b.job
+		_, err := c.EnqueueManyTx(ctx, tx, params)
+		if !errors.Is(err, b.want) || !strings.Contains(err.Error(), "job 40000") {
+			t.Fatalf("%s: err = %v, want %v naming job 40000", b.name, err, b.want)
+		}
+	}
+	if _, err := c.EnqueueManyTx(ctx, tx, make100(pgqueue.EnqueueParams{Args: emailArgs{To: "kept"}})); err != nil {
+		t.Fatalf("enqueue after a failed batch: %v", err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatalf("commit after a failed batch: %v", err)
+	}
+	if n := countJobs(t, pool, "true"); n != 100 {
+		t.Fatalf("%d jobs, want the 100 of the good batch", n)
+	}
+	var orders int
+	if err := pool.QueryRow(ctx, "SELECT count(*) FROM orders").Scan(&orders); err != nil || orders != 1 {
+		t.Fatalf("orders = %d, %v; want the caller's row", orders, err)
+	}
+}
+
+func make100(p pgqueue.EnqueueParams) []pgqueue.EnqueueParams {
+	out := make([]pgqueue.EnqueueParams, 100)
+	for i := range out {
+		out[i] = p
+	}
+	return out
+}
+
+// A server-side failure mid-COPY (a kind that is not valid UTF-8) is a
+// database error, and the caller's transaction survives it too.
+func TestEnqueueManyTxServerRejectsRow(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := newPool(t)
+	c := newClient(t, pool, nil)
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx)
+	params := make100(pgqueue.EnqueueParams{Args: emailArgs{To: "ok"}})
+	params[70] = pgqueue.EnqueueParams{Args: badKindArgs{}}
+	if _, err := c.EnqueueManyTx(ctx, tx, params); err == nil || !strings.Contains(err.Error(), "copy") {
+		t.Fatalf("err = %v, want the server's COPY error", err)
+	}
+	if _, err := c.EnqueueManyTx(ctx, tx, make100(pgqueue.EnqueueParams{Args: emailArgs{To: "kept"}})); err != nil {
+		t.Fatalf("enqueue after a failed batch: %v", err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := countJobs(t, pool, "true"); n != 100 {
+		t.Fatalf("%d jobs, want 100", n)
+	}
+}
+
+type badKindArgs struct{}
+
+func (badKindArgs) Kind() string { return "bad\xff" }
