@@ -41,6 +41,11 @@ type completer struct {
 	done  chan struct{}
 	limit int
 	delay time.Duration
+	// Buffers of exec, reused batch after batch.
+	ids, fences, delays []int64
+	ops                 []string
+	errs, traces        []*string
+	updated             map[int64]bool
 }
 
 func newCompleter(c *Client, rs *runState) *completer {
@@ -60,6 +65,11 @@ func newCompleter(c *Client, rs *runState) *completer {
 // handler that outlived Stop): then the job stays running until its lease
 // ends and the rescuer takes it.
 func (k *completer) send(r result) {
+	select { // the common case, without a blocking select's cost
+	case k.in <- r:
+		return
+	default:
+	}
 	select {
 	case k.in <- r:
 	case <-k.done:
@@ -164,15 +174,15 @@ func (k *completer) write(batch []result) {
 }
 
 func (k *completer) exec(batch []result) (map[int64]bool, error) {
-	n := len(batch)
-	ids, fences, delays := make([]int64, n), make([]int64, n), make([]int64, n)
-	ops, errs, traces := make([]string, n), make([]*string, n), make([]*string, n)
+	k.ids, k.fences, k.delays = k.ids[:0], k.fences[:0], k.delays[:0]
+	k.ops, k.errs, k.traces = k.ops[:0], k.errs[:0], k.traces[:0]
 	allComplete := true
-	for i, r := range batch {
-		ids[i], fences[i], ops[i] = r.row.ID, r.row.Fence, r.op
-		errs[i], traces[i], delays[i] = r.err, r.trace, r.delay.Microseconds()
+	for _, r := range batch {
+		k.ids, k.fences, k.ops = append(k.ids, r.row.ID), append(k.fences, r.row.Fence), append(k.ops, r.op)
+		k.errs, k.traces, k.delays = append(k.errs, r.err), append(k.traces, r.trace), append(k.delays, r.delay.Microseconds())
 		allComplete = allComplete && r.op == opComplete
 	}
+	ids, fences := k.ids, k.fences
 	query := k.c.pool.Query
 	if k.c.testHooks.finishQuery != nil {
 		query = k.c.testHooks.finishQuery
@@ -184,13 +194,17 @@ func (k *completer) exec(batch []result) (map[int64]bool, error) {
 	if allComplete {
 		rows, err = query(ctx, k.c.q.completeMany, oneShotPlan, ids, fences)
 	} else {
-		rows, err = query(ctx, k.c.q.finish, oneShotPlan, ids, fences, ops, errs, traces, delays)
+		rows, err = query(ctx, k.c.q.finish, oneShotPlan, ids, fences, k.ops, k.errs, k.traces, k.delays)
 	}
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	updated := make(map[int64]bool, n)
+	if k.updated == nil {
+		k.updated = make(map[int64]bool, k.limit)
+	}
+	updated := k.updated
+	clear(updated)
 	for rows.Next() {
 		var id int64
 		if err := rows.Scan(&id); err != nil {

@@ -161,3 +161,73 @@ func TestStopLosesNoJob(t *testing.T) {
 		must(t, c.Stop(ctx))
 	})
 }
+
+// Claims may run ahead of the free slots when jobs are short (the next
+// batch is claimed while the current one finishes); handlers still never
+// run more than MaxWorkers at a time, and every job runs once.
+func TestMaxWorkersBoundsHandlersWhenClaimingAhead(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := newPool(t)
+	const jobs, maxWorkers = 6_000, 8
+	params := make([]pgqueue.EnqueueParams, jobs)
+	for i := range params {
+		params[i] = pgqueue.EnqueueParams{Args: noteArgs{N: i}}
+	}
+	_, err := newClient(t, pool, nil).EnqueueMany(ctx, params)
+	must(t, err)
+
+	var running, most, handled atomic.Int64
+	ws := pgqueue.NewWorkers()
+	must(t, pgqueue.AddWorkerFunc(ws, func(ctx context.Context, job *pgqueue.Job[noteArgs]) error {
+		n := running.Add(1)
+		defer running.Add(-1)
+		for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
+		}
+		handled.Add(1)
+		return nil
+	}, nil))
+	startClient(t, pool, ws, &pgqueue.Config{Queues: map[string]pgqueue.QueueConfig{pgqueue.DefaultQueue: {MaxWorkers: maxWorkers}}})
+	waitFor(t, "all jobs completed", func() bool { return countJobs(t, pool, "state = 'completed'") == jobs })
+	if m := most.Load(); m > maxWorkers {
+		t.Fatalf("%d handlers ran at once, MaxWorkers is %d", m, maxWorkers)
+	}
+	if h := handled.Load(); h != jobs {
+		t.Fatalf("handlers ran %d times, want %d", h, jobs)
+	}
+}
+
+// Cancelling Start's context cancels the running jobs with its cause and
+// hands them back with their attempt unspent.
+func TestStartContextCancelsRunningJobs(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := newPool(t)
+	cause := make(chan error, 1)
+	ws := pgqueue.NewWorkers()
+	must(t, pgqueue.AddWorkerFunc(ws, func(ctx context.Context, job *pgqueue.Job[noteArgs]) error {
+		<-ctx.Done()
+		cause <- context.Cause(ctx)
+		return ctx.Err()
+	}, nil))
+	c := newClient(t, pool, &pgqueue.Config{Workers: ws, Queues: map[string]pgqueue.QueueConfig{pgqueue.DefaultQueue: {MaxWorkers: 2}},
+		FetchPollInterval: 50 * time.Millisecond, Logger: discardLogger()})
+	_, err := c.Enqueue(ctx, noteArgs{}, nil)
+	must(t, err)
+	startCtx, cancel := context.WithCancel(ctx)
+	must(t, c.Start(startCtx))
+	waitFor(t, "job running", func() bool { return countJobs(t, pool, "state = 'running'") == 1 })
+	cancel()
+	select {
+	case err := <-cause:
+		if !errors.Is(err, context.Canceled) {
+			t.Fatalf("cause %v, want context.Canceled", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("running job not cancelled with Start's context")
+	}
+	must(t, c.Stop(ctx))
+	if n := countJobs(t, pool, "state = 'available' AND attempt = 0"); n != 1 {
+		t.Fatalf("%d jobs back in line with attempt 0, want 1", n)
+	}
+}

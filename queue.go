@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
@@ -560,50 +561,56 @@ func queuesOf(params []EnqueueParams) map[string]struct{} {
 // scanJobRow reads a job row as returned by claim.sql and insert.sql, whose
 // RETURNING lists must keep this order.
 func scanJobRow(row pgx.CollectableRow) (*JobRow, error) {
-	var (
-		j                                    JobRow
-		state                                string
-		fence                                *int64
-		leaseUntil, attemptedAt, finalizedAt *time.Time
-		workerID, singleton                  *string
-		errs                                 []byte
-	)
-	err := row.Scan(&j.ID, &j.Queue, &j.Kind, &j.EncodedArgs, &j.Priority, &state, &j.Attempt, &j.MaxAttempts,
-		&j.RunAt, &fence, &leaseUntil, &workerID, &errs, &j.Tags, &j.Meta,
-		&j.CreatedAt, &attemptedAt, &finalizedAt, &singleton)
-	if err != nil {
-		return nil, err
-	}
-	j.State = JobState(state)
-	if fence != nil {
-		j.Fence = *fence
-	}
-	if leaseUntil != nil {
-		j.LeaseUntil = *leaseUntil
-	}
-	if workerID != nil {
-		j.WorkerID = *workerID
-	}
-	if singleton != nil {
-		j.SingletonKey = *singleton
-	}
-	if attemptedAt != nil {
-		j.AttemptedAt = *attemptedAt
-	}
-	if finalizedAt != nil {
-		j.FinalizedAt = *finalizedAt
-	}
-	if string(errs) == "[]" { // most rows: skip the decoder
-		return &j, nil
-	}
-	if err := json.Unmarshal(errs, &j.Errors); err != nil {
-		return nil, fmt.Errorf("decode errors of job %d: %w", j.ID, err)
-	}
-	return &j, nil
+	var s jobScanner
+	return s.scan(row)
 }
 
+// collectJobRows reads all the rows of a claim with one jobScanner.
 func collectJobRows(rows pgx.Rows) ([]*JobRow, error) {
-	return pgx.CollectRows(rows, scanJobRow)
+	defer rows.Close()
+	var s jobScanner
+	var out []*JobRow
+	for rows.Next() {
+		j, err := s.scan(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, j)
+	}
+	return out, rows.Err()
+}
+
+// jobScanner scans job rows. Reused across the rows of a claim, its
+// scratch values and destination list cost their allocations once per
+// claim instead of once per row.
+type jobScanner struct {
+	state                                string
+	fence                                pgtype.Int8
+	leaseUntil, attemptedAt, finalizedAt pgtype.Timestamptz
+	workerID, singleton                  pgtype.Text
+	errs                                 []byte
+	dest                                 []any
+}
+
+func (s *jobScanner) scan(row pgx.CollectableRow) (*JobRow, error) {
+	j := &JobRow{}
+	s.dest = append(s.dest[:0], &j.ID, &j.Queue, &j.Kind, &j.EncodedArgs, &j.Priority, &s.state, &j.Attempt, &j.MaxAttempts,
+		&j.RunAt, &s.fence, &s.leaseUntil, &s.workerID, &s.errs, &j.Tags, &j.Meta,
+		&j.CreatedAt, &s.attemptedAt, &s.finalizedAt, &s.singleton)
+	if err := row.Scan(s.dest...); err != nil {
+		return nil, err
+	}
+	j.State = JobState(s.state)
+	j.Fence = s.fence.Int64
+	j.LeaseUntil, j.AttemptedAt, j.FinalizedAt = s.leaseUntil.Time, s.attemptedAt.Time, s.finalizedAt.Time
+	j.WorkerID, j.SingletonKey = s.workerID.String, s.singleton.String
+	if string(s.errs) == "[]" { // most rows: skip the decoder
+		return j, nil
+	}
+	if err := json.Unmarshal(s.errs, &j.Errors); err != nil {
+		return nil, fmt.Errorf("decode errors of job %d: %w", j.ID, err)
+	}
+	return j, nil
 }
 
 // testHooks let tests force races; all nil outside tests.

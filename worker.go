@@ -175,13 +175,14 @@ func (c *Client) Start(ctx context.Context) error {
 	go rs.completer.run()
 	for name, qc := range c.config.Queues {
 		p := &producer{
-			client:  c,
-			rs:      rs,
-			queue:   name,
-			max:     qc.MaxWorkers,
-			wakeCh:  make(chan struct{}, 1),
-			doneCh:  make(chan struct{}, qc.MaxWorkers),
-			claimed: make(chan claimedJob, qc.MaxWorkers),
+			client: c,
+			rs:     rs,
+			queue:  name,
+			max:    qc.MaxWorkers,
+			wakeCh: make(chan struct{}, 1),
+			// Claims may run up to MaxWorkers ahead (see claimAhead).
+			doneCh:  make(chan struct{}, 2*qc.MaxWorkers),
+			claimed: make(chan claimedJob, 2*qc.MaxWorkers),
 		}
 		rs.producers[name] = p
 		rs.loops.Add(1)
@@ -343,7 +344,7 @@ func (p *producer) dispatch(j claimedJob) {
 		p.rs.executors.Add(1)
 		go p.runExecutor()
 	}
-	p.claimed <- j // buffered to max: never blocks
+	p.claimed <- j // buffered to 2*max: never blocks
 }
 
 func (p *producer) runExecutor() {
@@ -361,76 +362,107 @@ func (p *producer) runExecutor() {
 
 func (p *producer) run() {
 	defer p.rs.loops.Done()
-	// Executors finish the jobs already handed over, then end.
-	defer close(p.claimed)
 	c := p.client
-	running := 0
+	results := make(chan claimResult, maxClaimsInFlight)
+	inflight := 0 // claims sent and not yet answered
+	reserved := 0 // the jobs those claims may bring
+	running := 0  // jobs dispatched and not yet finished
+	dispatch := func(r claimResult) {
+		for _, row := range r.jobs {
+			running++
+			p.rs.running.Add(1)
+			j := claimedJob{row: row, sent: r.sent, w: c.config.Workers.lookup(row.Kind)}
+			if j.w != nil {
+				j.job, j.decodeErr = j.w.decode(row)
+			}
+			p.dispatch(j)
+		}
+	}
+	defer func() {
+		// Claims in flight may commit: their jobs are run like the others.
+		// Then executors finish the jobs handed over, and end.
+		for ; inflight > 0; inflight-- {
+			dispatch(<-results)
+		}
+		close(p.claimed)
+	}()
 	fetchNow := true
-	// refill fires a claim for the slots freed so far, ClaimBatchDelay after
-	// the first of them (see below).
+	// refill fires a claim for the room made so far, ClaimBatchDelay after
+	// the first of it (see below).
 	refill := time.NewTimer(time.Hour)
 	refill.Stop()
 	defer refill.Stop()
 	refillArmed := false
-	refillDue := false // the refill timer fired: claim whatever is free
-	// more is true while the last claim filled every slot it asked for, so
-	// the queue probably holds more: a finished job is then a reason to
+	refillDue := false // the refill timer fired: claim whatever room there is
+	// more is true while the last claim filled all the room it asked for,
+	// so the queue probably holds more: a finished job is then a reason to
 	// claim again at once rather than at the next poll.
 	more := false
 	// woken is true when a notification, the poller or the scheduler asked
 	// for this claim: jobs are waiting that no claim has seen, so it goes
 	// out at once.
 	woken := false
+	var ahead claimAhead
 	for {
+		// room is how many jobs a claim may take now: the free slots, and
+		// with a backlog also the jobs expected to finish while a claim is
+		// in flight, so that the next batch is there when they do.
+		limit := p.max
+		if more {
+			limit += ahead.jobs(p.max)
+		}
+		room := limit - running - reserved
 		// With a backlog, jobs finishing every few microseconds would make
 		// claims of a few rows each, and every claim is a commit: unless
-		// every slot is free, wait up to ClaimBatchDelay from the first
-		// free slot and claim all the slots freed by then in one statement.
-		if fetchNow && !woken && !refillDue && running > 0 && running < p.max && c.config.ClaimBatchDelay > 0 {
+		// room is a whole batch, wait up to ClaimBatchDelay from the first
+		// free slot and claim all the room made by then in one statement.
+		if fetchNow && !woken && !refillDue && room > 0 && room < p.max && running > 0 && c.config.ClaimBatchDelay > 0 {
 			if !refillArmed {
 				refill.Reset(c.config.ClaimBatchDelay)
 				refillArmed = true
 			}
 			fetchNow = false
 		}
-		if fetchNow && running < p.max && p.rs.fetch.Err() == nil {
+		if fetchNow && room > 0 && inflight < maxClaimsInFlight && p.rs.fetch.Err() == nil {
 			if refillArmed {
 				refill.Stop()
 				refillArmed = false
 			}
-			refillDue, woken = false, false
-			want := p.max - running
+			refillDue, woken, fetchNow = false, false, false
 			sent := time.Now()
-			jobs, err := c.claim(p.rs, p.queue, want)
-			switch {
-			case err != nil:
-				c.log.Error("pgqueue: claim failed", "queue", p.queue, "err", err)
-				more = false
-			default:
-				for _, row := range jobs {
-					running++
-					p.rs.running.Add(1)
-					j := claimedJob{row: row, sent: sent, w: c.config.Workers.lookup(row.Kind)}
-					if j.w != nil {
-						j.job, j.decodeErr = j.w.decode(row)
-					}
-					p.dispatch(j)
-				}
-				more = len(jobs) == want
-			}
-			fetchNow = false
+			ahead.sending(sent)
+			inflight++
+			reserved += room
+			go func(want int) {
+				jobs, err := c.claim(p.rs, p.queue, want)
+				results <- claimResult{want: want, sent: sent, jobs: jobs, err: err}
+			}(room)
 		}
 		select {
 		case <-p.rs.fetch.Done():
 			return
+		case r := <-results:
+			inflight--
+			reserved -= r.want
+			ahead.returned(r.sent)
+			if r.err != nil {
+				c.log.Error("pgqueue: claim failed", "queue", p.queue, "err", r.err)
+				more = false
+				continue
+			}
+			dispatch(r)
+			more = len(r.jobs) == r.want
+			fetchNow = fetchNow || more
 		case <-p.doneCh:
 			running--
+			ahead.finished++
 			// Collect every other job that finished meanwhile, so one claim
 			// fills all the free slots.
 			for drained := false; !drained; {
 				select {
 				case <-p.doneCh:
 					running--
+					ahead.finished++
 				default:
 					drained = true
 				}
@@ -445,6 +477,53 @@ func (p *producer) run() {
 			fetchNow = true
 		}
 	}
+}
+
+// maxClaimsInFlight is how many claims a producer may have sent and not yet
+// seen answered. A second claim overlaps the first's round trip when jobs
+// are short; SKIP LOCKED keeps the two from taking the same rows.
+const maxClaimsInFlight = 2
+
+// claimResult is what a claim sent by a producer brought back.
+type claimResult struct {
+	want int
+	sent time.Time
+	jobs []*JobRow
+	err  error
+}
+
+// claimAhead estimates how many running jobs will finish during one claim
+// round trip: the rate jobs finished at between recent claims, times the
+// recent claim latency. Claiming that many beyond the free slots keeps the
+// slots busy while the next claim is in flight, instead of leaving them
+// idle for a round trip per batch. Short jobs are where this pays; for
+// long ones the estimate is near zero, so a client never holds jobs that
+// another client's idle workers could have started much sooner.
+type claimAhead struct {
+	finished int       // jobs finished since the last claim was sent
+	lastSent time.Time // when the last claim was sent
+	rate     float64   // jobs finished per second, moving average
+	latency  float64   // seconds per claim, moving average
+}
+
+const aheadSmoothing = 0.25
+
+func (a *claimAhead) sending(now time.Time) {
+	if !a.lastSent.IsZero() {
+		if d := now.Sub(a.lastSent).Seconds(); d > 0 {
+			a.rate += aheadSmoothing * (float64(a.finished)/d - a.rate)
+		}
+	}
+	a.lastSent, a.finished = now, 0
+}
+
+func (a *claimAhead) returned(sent time.Time) {
+	a.latency += aheadSmoothing * (time.Since(sent).Seconds() - a.latency)
+}
+
+// jobs is the number to claim ahead, at most limit.
+func (a *claimAhead) jobs(limit int) int {
+	return min(int(a.rate*a.latency), limit)
 }
 
 // runPoller asks once per FetchPollInterval which of the client's queues

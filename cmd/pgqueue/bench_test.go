@@ -42,7 +42,7 @@ func TestBenchBurnDownRaw(t *testing.T) {
 	if code != exitOK {
 		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, out.String(), errOut.String())
 	}
-	for _, want := range []string{"synchronous_commit=", "enqueue", "library", "raw", "library/raw = "} {
+	for _, want := range []string{"synchronous_commit=", "enqueue", "library", "raw", "library/raw: enqueue "} {
 		if !strings.Contains(out.String(), want) {
 			t.Fatalf("report lacks %q:\n%s", want, out.String())
 		}

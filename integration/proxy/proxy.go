@@ -139,8 +139,7 @@ func (p *Proxy) DropCommitReply(prob float64) {
 func (p *Proxy) CutAll() int {
 	n := 0
 	for _, l := range p.snapshot() {
-		if l.close() {
-			p.cuts.Add(1)
+		if l.close(&p.cuts) {
 			n++
 		}
 	}
@@ -173,7 +172,7 @@ func (p *Proxy) Close() error {
 
 	err := p.ln.Close()
 	for l := range links {
-		l.close()
+		l.close(nil)
 	}
 	p.wg.Wait()
 	return err
@@ -213,7 +212,7 @@ func (p *Proxy) serve(client net.Conn) {
 	}
 	l := &link{client: client, server: server}
 	if !p.register(l) {
-		l.close()
+		l.close(nil)
 		return
 	}
 	defer p.unregister(l)
@@ -223,12 +222,12 @@ func (p *Proxy) serve(client net.Conn) {
 	go func() {
 		defer both.Done()
 		p.clientToServer(l)
-		l.close()
+		l.close(nil)
 	}()
 	go func() {
 		defer both.Done()
 		p.serverToClient(l)
-		l.close()
+		l.close(nil)
 	}()
 	both.Wait()
 	l.stopTimer()
@@ -278,8 +277,8 @@ func (p *Proxy) chaosLoop() {
 		// The chance per tick that makes the chance per second perSecond.
 		perTick := 1 - math.Pow(1-perSecond, chaosTick.Seconds())
 		for _, l := range p.snapshot() {
-			if rand.Float64() < perTick && l.close() {
-				p.cuts.Add(1)
+			if rand.Float64() < perTick {
+				l.close(&p.cuts)
 			}
 		}
 	}
@@ -364,9 +363,7 @@ func (p *Proxy) serverToClient(l *link) {
 }
 
 func (p *Proxy) closeDropped(l *link) {
-	if l.close() {
-		p.dropped.Add(1)
-	}
+	l.close(&p.dropped)
 }
 
 // link is one proxied connection.
@@ -381,7 +378,10 @@ type link struct {
 }
 
 // close closes both sides and reports whether this call did it.
-func (l *link) close() bool {
+// close closes both sides unless they were already, and then reports
+// true after adding one to count, if given: before the sockets close, so
+// that a client seeing its connection die already finds it counted.
+func (l *link) close(count *atomic.Int64) bool {
 	l.mu.Lock()
 	if l.closed {
 		l.mu.Unlock()
@@ -389,6 +389,9 @@ func (l *link) close() bool {
 	}
 	l.closed = true
 	l.mu.Unlock()
+	if count != nil {
+		count.Add(1)
+	}
 	_ = l.client.Close()
 	_ = l.server.Close()
 	return true
