@@ -377,10 +377,9 @@ type link struct {
 	timer  *time.Timer
 }
 
-// close closes both sides and reports whether this call did it.
-// close closes both sides unless they were already, and then reports
-// true after adding one to count, if given: before the sockets close, so
-// that a client seeing its connection die already finds it counted.
+// close closes both sides and reports whether this call did it. When it
+// did, it first adds one to count, if given: a client that sees its
+// connection die then already finds the fault counted.
 func (l *link) close(count *atomic.Int64) bool {
 	l.mu.Lock()
 	if l.closed {
