@@ -36,6 +36,58 @@ func BenchmarkEnqueueMany(b *testing.B) {
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "jobs/s")
 }
 
+// BenchmarkClaim times claim statements alone, 1,000 jobs each, as a
+// producer with 1,000 free slots sends them.
+func BenchmarkClaim(b *testing.B) {
+	ctx := context.Background()
+	c := newClient(b, newPool(b), nil)
+	enqueueNotes(b, c, b.N)
+	b.ResetTimer()
+	claimed := 0
+	for claimed < b.N {
+		jobs, err := pgqueue.Claim(ctx, c, pgqueue.DefaultQueue, min(1000, b.N-claimed))
+		if err != nil {
+			b.Fatal(err)
+		}
+		claimed += len(jobs)
+	}
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "jobs/s")
+}
+
+// BenchmarkComplete times fenced batch completions alone, 1,000 jobs each.
+func BenchmarkComplete(b *testing.B) {
+	ctx := context.Background()
+	c := newClient(b, newPool(b), nil)
+	enqueueNotes(b, c, b.N)
+	var batches [][]*pgqueue.JobRow
+	for claimed := 0; claimed < b.N; {
+		jobs, err := pgqueue.Claim(ctx, c, pgqueue.DefaultQueue, min(1000, b.N-claimed))
+		if err != nil {
+			b.Fatal(err)
+		}
+		batches = append(batches, jobs)
+		claimed += len(jobs)
+	}
+	b.ResetTimer()
+	for _, jobs := range batches {
+		n, err := pgqueue.Complete(ctx, c, jobs)
+		if err != nil || n != len(jobs) {
+			b.Fatalf("completed %d of %d: %v", n, len(jobs), err)
+		}
+	}
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "jobs/s")
+}
+
+func enqueueNotes(b *testing.B, c *pgqueue.Client, n int) {
+	params := make([]pgqueue.EnqueueParams, n)
+	for i := range params {
+		params[i] = pgqueue.EnqueueParams{Args: noteArgs{N: i}}
+	}
+	if _, err := c.EnqueueMany(context.Background(), params); err != nil {
+		b.Fatal(err)
+	}
+}
+
 // BenchmarkWork claims, runs (no-op) and completes b.N jobs with one client
 // of 1,000 workers.
 func BenchmarkWork(b *testing.B) {

@@ -22,3 +22,20 @@ func Pool(c *Client) interface {
 } {
 	return c.pool
 }
+
+// Claim runs one claim of up to limit jobs of queue, as a producer does.
+func Claim(ctx context.Context, c *Client, queue string, limit int) ([]*JobRow, error) {
+	return c.claim(&runState{base: ctx}, queue, limit)
+}
+
+// Complete writes the completion of jobs in one fenced statement, as the
+// completer does, and returns how many it updated.
+func Complete(ctx context.Context, c *Client, jobs []*JobRow) (int, error) {
+	k := newCompleter(c, &runState{base: ctx})
+	batch := make([]result, len(jobs))
+	for i, j := range jobs {
+		batch[i] = result{row: j, op: opComplete}
+	}
+	updated, err := k.exec(batch)
+	return len(updated), err
+}

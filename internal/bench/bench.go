@@ -112,8 +112,11 @@ func Prepare(ctx context.Context, cfg *Config) error {
 			return fmt.Errorf("filler rows: %w", err)
 		}
 	}
-	_, err := cfg.Pool.Exec(ctx, "VACUUM ANALYZE "+jobs)
-	return err
+	if _, err := cfg.Pool.Exec(ctx, "VACUUM ANALYZE "+jobs); err != nil {
+		return err
+	}
+	_, _ = cfg.Pool.Exec(ctx, "CHECKPOINT") // see settle
+	return nil
 }
 
 // Enqueue inserts cfg.Jobs no-op jobs with EnqueueMany and reports the
