@@ -22,7 +22,7 @@ import (
 
 	"github.com/pgqueue/pgqueue"
 	"github.com/pgqueue/pgqueue/integration/proxy"
-	"github.com/pgqueue/pgqueue/internal/pgtest"
+	"github.com/pgqueue/pgqueue/internal/pgserver"
 )
 
 // The fault scenarios share one shape: a private server, a few worker
@@ -112,7 +112,7 @@ CREATE TRIGGER jobs_fence_audit
 // faultEnv is one scenario's world.
 type faultEnv struct {
 	t      *testing.T
-	server *pgtest.Local
+	server *pgserver.Server
 	// direct connects to the scenario's database straight to the server:
 	// the checks always go this way, whatever the workers go through.
 	direct string
@@ -140,7 +140,7 @@ func newFaultEnv(t *testing.T, jobs int) *faultEnv {
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
 
-	server, err := pgtest.StartLocal(ctx, pgtest.LocalOptions{Settings: map[string]string{"synchronous_commit": "on"}})
+	server, err := pgserver.Start(ctx, pgserver.Options{Settings: map[string]string{"synchronous_commit": "on"}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,7 +15,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/pgqueue/pgqueue"
-	"github.com/pgqueue/pgqueue/internal/pgtest"
+	"github.com/pgqueue/pgqueue/internal/pgserver"
 )
 
 const demoUsage = `Usage: pgqueue demo [flags]
@@ -140,7 +140,7 @@ func demoServer(ctx context.Context, databaseURL string, stdout io.Writer) (stri
 		return databaseURL, func() error { return nil }, nil
 	}
 	fmt.Fprintln(stdout, "no --database-url or DATABASE_URL: starting a throwaway PostgreSQL server")
-	local, err := pgtest.StartLocal(ctx, pgtest.LocalOptions{})
+	local, err := pgserver.Start(ctx, pgserver.Options{})
 	if err != nil {
 		return "", nil, fmt.Errorf("start a throwaway server: %w", err)
 	}

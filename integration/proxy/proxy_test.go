@@ -14,15 +14,15 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/pgqueue/pgqueue/integration/proxy"
-	"github.com/pgqueue/pgqueue/internal/pgtest"
+	"github.com/pgqueue/pgqueue/internal/pgserver"
 )
 
-var server *pgtest.Local
+var server *pgserver.Server
 
 func TestMain(m *testing.M) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	var err error
-	server, err = pgtest.StartLocal(ctx, pgtest.LocalOptions{})
+	server, err = pgserver.Start(ctx, pgserver.Options{})
 	cancel()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "proxy tests need local PostgreSQL binaries:", err)

@@ -1,6 +1,8 @@
 package pgtest
 
 import (
+	"github.com/pgqueue/pgqueue/internal/pgserver"
+
 	"context"
 	"fmt"
 
@@ -40,7 +42,7 @@ func startContainer(ctx context.Context) (_ *Server, err error) {
 		}
 	}()
 	cmd := []string{"postgres"}
-	for _, s := range defaultSettings {
+	for _, s := range pgserver.DefaultSettings() {
 		if s == "listen_addresses=127.0.0.1" {
 			continue // inside the container the port is reached from outside
 		}

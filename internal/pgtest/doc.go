@@ -38,6 +38,7 @@
 //		...
 //	}
 //
-// Fault tests that stop and restart the server use StartLocal, a private
-// server of their own, never the shared one.
+// Fault tests that stop and restart the server use a private server of
+// their own (package pgserver, which also starts the local one here), never
+// the shared one.
 package pgtest

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/pgqueue/pgqueue/internal/pgserver"
 )
 
 // Sources a Server can come from, as reported by Server.Source.
@@ -20,6 +22,10 @@ const (
 	// SourceTestcontainers is a throwaway server in a Docker container.
 	SourceTestcontainers = "testcontainers"
 )
+
+// sharedSettings are added for the server Start starts, which nobody
+// crashes on purpose: commits need not even reach the kernel.
+var sharedSettings = map[string]string{"synchronous_commit": "off"}
 
 // dockerPingTimeout bounds the check whether Docker answers, so that a
 // machine without Docker falls through to the error quickly.
@@ -88,19 +94,19 @@ func (s *Server) Close() error {
 // without a real environment.
 type probe struct {
 	getenv       func(key string) string
-	findBinaries func() (binaries, error)
+	findBinaries func() (pgserver.Binaries, error)
 	pingDocker   func(ctx context.Context) error
 }
 
 func systemProbe() probe {
-	return probe{getenv: os.Getenv, findBinaries: findBinaries, pingDocker: pingDocker}
+	return probe{getenv: os.Getenv, findBinaries: pgserver.FindBinaries, pingDocker: pingDocker}
 }
 
 // plan is the source Start settled on.
 type plan struct {
 	source      string
-	databaseURL string   // for SourceDatabaseURL
-	bin         binaries // for SourceLocal
+	databaseURL string            // for SourceDatabaseURL
+	bin         pgserver.Binaries // for SourceLocal
 }
 
 // choose picks the first available source. Docker is asked only when no
@@ -132,7 +138,7 @@ func (p probe) start(ctx context.Context) (*Server, error) {
 	case SourceDatabaseURL:
 		return startDatabaseURL(ctx, pl.databaseURL)
 	case SourceLocal:
-		l, err := startLocal(ctx, pl.bin, sharedSettings)
+		l, err := pgserver.Start(ctx, pgserver.Options{Binaries: &pl.bin, Settings: sharedSettings})
 		if err != nil {
 			return nil, fmt.Errorf("pgtest: start server from local binaries: %w", err)
 		}

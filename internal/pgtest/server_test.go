@@ -6,14 +6,16 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/pgqueue/pgqueue/internal/pgserver"
 )
 
 func TestChoose(t *testing.T) {
 	t.Parallel()
 	errMissing := errors.New("missing")
-	bin := binaries{initdb: "/pg/bin/initdb", postgres: "/pg/bin/postgres"}
-	found := func() (binaries, error) { return bin, nil }
-	notFound := func() (binaries, error) { return binaries{}, errNoBinaries }
+	bin := pgserver.Binaries{Initdb: "/pg/bin/initdb", Postgres: "/pg/bin/postgres"}
+	found := func() (pgserver.Binaries, error) { return bin, nil }
+	notFound := func() (pgserver.Binaries, error) { return pgserver.Binaries{}, errMissing }
 	dockerUp := func(context.Context) error { return nil }
 	dockerDown := func(context.Context) error { return errMissing }
 	env := func(url string) func(string) string {
@@ -85,5 +87,40 @@ func TestStartDatabaseURLUnreachable(t *testing.T) {
 	_, err := startDatabaseURL(t.Context(), "postgres://postgres@127.0.0.1:1/postgres?sslmode=disable&connect_timeout=2")
 	if err == nil || !strings.Contains(err.Error(), "DATABASE_URL") {
 		t.Errorf("err = %v, want a DATABASE_URL connect error", err)
+	}
+}
+
+func TestStartFromLocalBinaries(t *testing.T) {
+	t.Parallel()
+	p := systemProbe()
+	p.getenv = func(string) string { return "" } // whatever DATABASE_URL says
+	p.pingDocker = func(context.Context) error {
+		t.Error("docker asked although binaries exist")
+		return nil
+	}
+	begin := time.Now()
+	s, err := p.start(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("Start from local binaries took %v", time.Since(begin).Round(time.Millisecond))
+	t.Cleanup(func() { _ = s.Close() })
+	if s.Source() != SourceLocal {
+		t.Errorf("Source = %q, want %q", s.Source(), SourceLocal)
+	}
+	var user, db string
+	err = connect(t, s.ConnString("template1")).QueryRow(t.Context(),
+		`SELECT current_user, current_database()`).Scan(&user, &db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if user != "postgres" || db != "template1" {
+		t.Errorf("connected as %s to %s, want postgres to template1", user, db)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Errorf("second Close: %v", err)
 	}
 }

@@ -1,4 +1,4 @@
-package pgtest
+package pgserver
 
 import (
 	"errors"
@@ -14,20 +14,20 @@ func TestFindBinaries(t *testing.T) {
 		pgConfig string            // bindir; "" means pg_config is missing
 		globbed  []string
 		exec     map[string]bool
-		want     binaries
+		want     Binaries
 		wantErr  bool
 	}{
 		{
 			name: "OnPath",
 			path: map[string]string{"initdb": "/usr/local/bin/initdb", "postgres": "/usr/local/bin/postgres"},
-			want: binaries{initdb: "/usr/local/bin/initdb", postgres: "/usr/local/bin/postgres"},
+			want: Binaries{Initdb: "/usr/local/bin/initdb", Postgres: "/usr/local/bin/postgres"},
 		},
 		{
 			name:     "PgConfigWhenPathLacksPostgres",
 			path:     map[string]string{"initdb": "/usr/local/bin/initdb"},
 			pgConfig: "/opt/pg/bin",
 			exec:     map[string]bool{"/opt/pg/bin/initdb": true, "/opt/pg/bin/postgres": true},
-			want:     binaries{initdb: "/opt/pg/bin/initdb", postgres: "/opt/pg/bin/postgres"},
+			want:     Binaries{Initdb: "/opt/pg/bin/initdb", Postgres: "/opt/pg/bin/postgres"},
 		},
 		{
 			name:    "HighestCompleteVersion",
@@ -38,7 +38,7 @@ func TestFindBinaries(t *testing.T) {
 				"/usr/lib/postgresql/15/bin/initdb": true, "/usr/lib/postgresql/15/bin/postgres": true,
 				"/usr/lib/postgresql/16/bin/psql": true, // client only
 			},
-			want: binaries{initdb: "/usr/lib/postgresql/15/bin/initdb", postgres: "/usr/lib/postgresql/15/bin/postgres"},
+			want: Binaries{Initdb: "/usr/lib/postgresql/15/bin/initdb", Postgres: "/usr/lib/postgresql/15/bin/postgres"},
 		},
 		{
 			name:     "ErrorIfNone",

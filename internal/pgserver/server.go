@@ -1,4 +1,4 @@
-package pgtest
+package pgserver
 
 import (
 	"context"
@@ -25,11 +25,11 @@ const (
 	readyTimeout = 30 * time.Second
 	// stopTimeout is how long Close waits for a fast shutdown before SIGKILL.
 	stopTimeout = 10 * time.Second
-	// portAttempts is how often StartLocal picks a new port when another
+	// portAttempts is how often Start picks a new port when another
 	// process took the one it picked before postgres could bind it.
 	portAttempts = 5
 
-	dirPrefix = "pgtest-"
+	dirPrefix = "pgserver-"
 	ownerFile = "owner.pid"
 	logName   = "postgres.log"
 )
@@ -46,29 +46,31 @@ var defaultSettings = []string{
 	"shared_buffers=128MB",
 }
 
-// sharedSettings are added for the server Start starts, which nobody
-// crashes on purpose: commits need not even reach the kernel.
-var sharedSettings = map[string]string{"synchronous_commit": "off"}
+// DefaultSettings returns the settings every Server starts with, as
+// name=value, for servers started another way (a container) to match.
+func DefaultSettings() []string { return slices.Clone(defaultSettings) }
 
 // errPortTaken marks a start that failed because another process bound the
 // port between our probe and postgres's bind.
 var errPortTaken = errors.New("port taken by another process")
 
-// LocalOptions configures StartLocal.
-type LocalOptions struct {
+// Options configures Start.
+type Options struct {
 	// Settings are extra server settings, passed as -c name=value after the
 	// defaults (listen_addresses=127.0.0.1, fsync=off, full_page_writes=off,
 	// max_connections=300, shared_buffers=128MB), so they override them.
 	// synchronous_commit stays on, so that a commit survives StopImmediate.
 	// Nil means none.
 	Settings map[string]string
+	// Binaries are the programs to run; nil means FindBinaries.
+	Binaries *Binaries
 }
 
-// Local is a private throwaway server run from local PostgreSQL binaries in
-// a temporary directory. Fault tests may stop and restart it; it keeps its
-// port and data directory until Close.
-type Local struct {
-	bin     binaries
+// Server is a private throwaway server run from local PostgreSQL binaries
+// in a temporary directory. Fault tests may stop and restart it; it keeps
+// its port and data directory until Close.
+type Server struct {
+	bin     Binaries
 	user    *osUser // who runs the server; nil means this process's user
 	dir     string  // temporary directory: data, socket and log; removed by Close
 	dataDir string
@@ -80,22 +82,27 @@ type Local struct {
 	closed bool
 }
 
-// StartLocal initialises and starts a private server from local PostgreSQL
+// Start initialises and starts a private server from local PostgreSQL
 // binaries, whatever DATABASE_URL says, and waits until it accepts
 // connections. It fails if no binaries are found. The caller must Close it.
-func StartLocal(ctx context.Context, opts LocalOptions) (*Local, error) {
-	bin, err := findBinaries()
-	if err != nil {
-		return nil, fmt.Errorf("pgtest: start local server: %w", err)
+func Start(ctx context.Context, opts Options) (*Server, error) {
+	var bin Binaries
+	if opts.Binaries != nil {
+		bin = *opts.Binaries
+	} else {
+		var err error
+		if bin, err = FindBinaries(); err != nil {
+			return nil, fmt.Errorf("pgserver: start local server: %w", err)
+		}
 	}
 	l, err := startLocal(ctx, bin, opts.Settings)
 	if err != nil {
-		return nil, fmt.Errorf("pgtest: start local server: %w", err)
+		return nil, fmt.Errorf("pgserver: start local server: %w", err)
 	}
 	return l, nil
 }
 
-func startLocal(ctx context.Context, bin binaries, settings map[string]string) (*Local, error) {
+func startLocal(ctx context.Context, bin Binaries, settings map[string]string) (*Server, error) {
 	user, err := serverUser()
 	if err != nil {
 		return nil, err
@@ -104,7 +111,7 @@ func startLocal(ctx context.Context, bin binaries, settings map[string]string) (
 	if err != nil {
 		return nil, err
 	}
-	l := &Local{
+	l := &Server{
 		bin:     bin,
 		user:    user,
 		dir:     dir,
@@ -139,7 +146,7 @@ func startLocal(ctx context.Context, bin binaries, settings map[string]string) (
 
 // ConnString returns a URL connecting as the superuser postgres over TCP to
 // database dbname on this server.
-func (l *Local) ConnString(dbname string) string {
+func (l *Server) ConnString(dbname string) string {
 	u := url.URL{
 		Scheme:   "postgres",
 		User:     url.User("postgres"),
@@ -153,16 +160,16 @@ func (l *Local) ConnString(dbname string) string {
 
 // Port returns the TCP port the server listens on (on 127.0.0.1). It stays
 // the same across StopImmediate and Start.
-func (l *Local) Port() int { return l.port }
+func (l *Server) Port() int { return l.port }
 
 // DataDir returns the server's data directory.
-func (l *Local) DataDir() string { return l.dataDir }
+func (l *Server) DataDir() string { return l.dataDir }
 
 // StopImmediate stops the server the way `pg_ctl stop -m immediate` does:
 // SIGQUIT, no checkpoint, crash recovery on the next start. It returns once
 // the postmaster has exited, or kills it and returns ctx's error when ctx
 // ends first. Stopping a stopped server does nothing.
-func (l *Local) StopImmediate(ctx context.Context) error {
+func (l *Server) StopImmediate(ctx context.Context) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	p := l.proc
@@ -176,25 +183,25 @@ func (l *Local) StopImmediate(ctx context.Context) error {
 		return nil
 	case <-ctx.Done():
 		p.kill()
-		return fmt.Errorf("pgtest: stop immediate: %w", ctx.Err())
+		return fmt.Errorf("pgserver: stop immediate: %w", ctx.Err())
 	}
 }
 
 // Start starts a stopped server again on the same port and data directory
 // and waits until it accepts connections. Starting a running server does
 // nothing.
-func (l *Local) Start(ctx context.Context) error {
+func (l *Server) Start(ctx context.Context) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.closed {
-		return errors.New("pgtest: start: server closed")
+		return errors.New("pgserver: start: server closed")
 	}
 	if l.proc != nil {
 		return nil
 	}
 	p, err := l.launch(ctx)
 	if err != nil {
-		return fmt.Errorf("pgtest: start: %w", err)
+		return fmt.Errorf("pgserver: start: %w", err)
 	}
 	l.proc = p
 	return nil
@@ -202,7 +209,7 @@ func (l *Local) Start(ctx context.Context) error {
 
 // Close stops the server (fast shutdown, SIGKILL if that takes longer than
 // 10 s) and removes its directory. Closing twice does nothing.
-func (l *Local) Close() error {
+func (l *Server) Close() error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.closed {
@@ -216,8 +223,8 @@ func (l *Local) Close() error {
 	return removeAll(l.dir)
 }
 
-func (l *Local) initdb(ctx context.Context) error {
-	cmd := exec.CommandContext(ctx, l.bin.initdb,
+func (l *Server) initdb(ctx context.Context) error {
+	cmd := exec.CommandContext(ctx, l.bin.Initdb,
 		"-D", l.dataDir, "-U", "postgres", "-A", "trust",
 		"--no-sync", "-E", "UTF8", "--locale=C")
 	cmd.Dir = l.dir
@@ -229,9 +236,9 @@ func (l *Local) initdb(ctx context.Context) error {
 }
 
 // launch starts the postmaster and waits until it accepts connections.
-func (l *Local) launch(ctx context.Context) (*postmaster, error) {
+func (l *Server) launch(ctx context.Context) (*postmaster, error) {
 	args := append(slices.Clone(l.args), "-p", strconv.Itoa(l.port))
-	p, err := startPostmaster(l.bin.postgres, args, l.dir, filepath.Join(l.dir, logName), l.user)
+	p, err := startPostmaster(l.bin.Postgres, args, l.dir, filepath.Join(l.dir, logName), l.user)
 	if err != nil {
 		return nil, err
 	}
@@ -242,7 +249,7 @@ func (l *Local) launch(ctx context.Context) (*postmaster, error) {
 	return p, nil
 }
 
-func (l *Local) waitReady(ctx context.Context, p *postmaster) error {
+func (l *Server) waitReady(ctx context.Context, p *postmaster) error {
 	ctx, cancel := context.WithTimeout(ctx, readyTimeout)
 	defer cancel()
 	cfg, err := pgx.ParseConfig(l.ConnString("postgres"))
@@ -271,7 +278,7 @@ func (l *Local) waitReady(ctx context.Context, p *postmaster) error {
 	}
 }
 
-func (l *Local) logTail() string {
+func (l *Server) logTail() string {
 	b, err := os.ReadFile(filepath.Join(l.dir, logName))
 	if err != nil {
 		return fmt.Sprintf("(no log: %v)", err)
@@ -412,7 +419,7 @@ func removeAll(dir string) error {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	return fmt.Errorf("pgtest: remove %s: %w", dir, err)
+	return fmt.Errorf("pgserver: remove %s: %w", dir, err)
 }
 
 // freePort asks the kernel for a free TCP port on 127.0.0.1. Another

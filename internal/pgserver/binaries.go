@@ -1,4 +1,4 @@
-package pgtest
+package pgserver
 
 import (
 	"context"
@@ -13,18 +13,20 @@ import (
 	"time"
 )
 
-// binaries are the PostgreSQL server programs a local server needs. pg_ctl
+// Binaries are the PostgreSQL server programs a local server needs. pg_ctl
 // is not among them: we own the postmaster process and signal it directly.
-type binaries struct {
-	initdb   string
-	postgres string
+type Binaries struct {
+	// Initdb is the path of initdb.
+	Initdb string
+	// Postgres is the path of the postgres server.
+	Postgres string
 }
 
-// errNoBinaries is returned by findBinaries when no directory holds both
+// errNoBinaries is returned by FindBinaries when no directory holds both
 // initdb and postgres.
 var errNoBinaries = errors.New("initdb and postgres not found on PATH, under `pg_config --bindir` or in /usr/lib/postgresql/*/bin")
 
-// binaryLookup holds the lookups findBinaries uses, so tests can replace them.
+// binaryLookup holds the lookups FindBinaries uses, so tests can replace them.
 type binaryLookup struct {
 	lookPath       func(file string) (string, error)
 	pgConfigBindir func() (string, error)
@@ -41,18 +43,18 @@ func defaultBinaryLookup() binaryLookup {
 	}
 }
 
-// findBinaries looks for initdb and postgres on PATH, then in the directory
+// FindBinaries looks for initdb and postgres on PATH, then in the directory
 // `pg_config --bindir` names, then in the highest version under
 // /usr/lib/postgresql (Debian and Ubuntu install there, off PATH).
-func findBinaries() (binaries, error) {
+func FindBinaries() (Binaries, error) {
 	return defaultBinaryLookup().find()
 }
 
-func (l binaryLookup) find() (binaries, error) {
+func (l binaryLookup) find() (Binaries, error) {
 	initdb, err1 := l.lookPath("initdb")
 	postgres, err2 := l.lookPath("postgres")
 	if err1 == nil && err2 == nil {
-		return binaries{initdb: initdb, postgres: postgres}, nil
+		return Binaries{Initdb: initdb, Postgres: postgres}, nil
 	}
 	if dir, err := l.pgConfigBindir(); err == nil {
 		if b, ok := l.inDir(dir); ok {
@@ -69,12 +71,12 @@ func (l binaryLookup) find() (binaries, error) {
 			return b, nil
 		}
 	}
-	return binaries{}, errNoBinaries
+	return Binaries{}, errNoBinaries
 }
 
-func (l binaryLookup) inDir(dir string) (binaries, bool) {
-	b := binaries{initdb: filepath.Join(dir, "initdb"), postgres: filepath.Join(dir, "postgres")}
-	return b, l.isExecutable(b.initdb) && l.isExecutable(b.postgres)
+func (l binaryLookup) inDir(dir string) (Binaries, bool) {
+	b := Binaries{Initdb: filepath.Join(dir, "initdb"), Postgres: filepath.Join(dir, "postgres")}
+	return b, l.isExecutable(b.Initdb) && l.isExecutable(b.Postgres)
 }
 
 // compareVersions compares dotted version numbers numerically; parts that

@@ -1,4 +1,4 @@
-package pgtest
+package pgserver
 
 import (
 	"context"
@@ -12,13 +12,13 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-func TestStartLocal(t *testing.T) {
+func TestStart(t *testing.T) {
 	t.Parallel()
 
 	t.Run("SurvivesImmediateStop", func(t *testing.T) {
 		t.Parallel()
 		ctx := t.Context()
-		l, err := StartLocal(ctx, LocalOptions{Settings: map[string]string{
+		l, err := Start(ctx, Options{Settings: map[string]string{
 			"work_mem":        "7MB", // added
 			"max_connections": "40",  // overrides a default
 		}})
@@ -37,7 +37,7 @@ func TestStartLocal(t *testing.T) {
 			t.Fatal(err)
 		}
 		if workMem != "7MB" || maxConns != "40" {
-			t.Errorf("work_mem, max_connections = %s, %s; want 7MB, 40 from LocalOptions.Settings", workMem, maxConns)
+			t.Errorf("work_mem, max_connections = %s, %s; want 7MB, 40 from Options.Settings", workMem, maxConns)
 		}
 		if _, err := conn.Exec(ctx, `CREATE TABLE kept (v text); INSERT INTO kept VALUES ('before crash')`); err != nil {
 			t.Fatal(err)
@@ -88,41 +88,6 @@ func TestStartLocal(t *testing.T) {
 			t.Error("Start after Close succeeded")
 		}
 	})
-
-	t.Run("ServerFromLocalBinaries", func(t *testing.T) {
-		t.Parallel()
-		p := systemProbe()
-		p.getenv = func(string) string { return "" } // whatever DATABASE_URL says
-		p.pingDocker = func(context.Context) error {
-			t.Error("docker asked although binaries exist")
-			return nil
-		}
-		begin := time.Now()
-		s, err := p.start(t.Context())
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Logf("Start from local binaries took %v", time.Since(begin).Round(time.Millisecond))
-		t.Cleanup(func() { _ = s.Close() })
-		if s.Source() != SourceLocal {
-			t.Errorf("Source = %q, want %q", s.Source(), SourceLocal)
-		}
-		var user, db string
-		err = connect(t, s.ConnString("template1")).QueryRow(t.Context(),
-			`SELECT current_user, current_database()`).Scan(&user, &db)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if user != "postgres" || db != "template1" {
-			t.Errorf("connected as %s to %s, want postgres to template1", user, db)
-		}
-		if err := s.Close(); err != nil {
-			t.Fatal(err)
-		}
-		if err := s.Close(); err != nil {
-			t.Errorf("second Close: %v", err)
-		}
-	})
 }
 
 func connectQuickly(ctx context.Context, connString string) (*pgx.Conn, error) {
@@ -171,4 +136,16 @@ func mkOwnedDir(t *testing.T, parent, name string, pid int) string {
 		t.Fatal(err)
 	}
 	return dir
+}
+
+func connect(tb testing.TB, connString string) *pgx.Conn {
+	tb.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, connString)
+	if err != nil {
+		tb.Fatalf("connect: %v", err)
+	}
+	tb.Cleanup(func() { _ = conn.Close(context.Background()) })
+	return conn
 }
