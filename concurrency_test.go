@@ -238,3 +238,33 @@ func TestStartContextCancelsRunningJobs(t *testing.T) {
 		t.Fatalf("%d jobs back in line with attempt 0, want 1", n)
 	}
 }
+
+// A job claimed ahead that waited in the client longer than a heartbeat
+// interval (slow jobs held every worker) is handed back unrun, attempt
+// unspent, instead of starting on a lease nobody renewed.
+func TestJobWaitingPastHalfItsLeaseIsHandedBack(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := newPool(t)
+	var ran atomic.Int64
+	ws := pgqueue.NewWorkers()
+	must(t, pgqueue.AddWorkerFunc(ws, func(ctx context.Context, job *pgqueue.Job[noteArgs]) error {
+		ran.Add(1)
+		return nil
+	}, nil))
+	c := newClient(t, pool, &pgqueue.Config{Workers: ws, Lease: 2 * time.Second, FetchPollInterval: time.Hour,
+		Queues: map[string]pgqueue.QueueConfig{pgqueue.DefaultQueue: {MaxWorkers: 4}}, Logger: discardLogger()})
+	// Every claim's jobs look as if they had waited a second for a worker.
+	pgqueue.SetClaimAged(c, time.Second)
+	_, err := c.EnqueueMany(ctx, []pgqueue.EnqueueParams{{Args: noteArgs{N: 1}}, {Args: noteArgs{N: 2}}})
+	must(t, err)
+	must(t, c.Start(ctx))
+	// The claim happens at Start; the hand-back makes both available again.
+	waitFor(t, "jobs claimed and handed back", func() bool {
+		return countJobs(t, pool, "state = 'available' AND attempt = 0 AND fence IS NOT NULL") == 2
+	})
+	must(t, c.Stop(ctx))
+	if n := ran.Load(); n != 0 {
+		t.Fatalf("handler ran %d times for jobs whose claim had aged", n)
+	}
+}

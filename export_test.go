@@ -2,6 +2,7 @@ package pgqueue
 
 import (
 	"context"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -15,6 +16,10 @@ func SetBeforeRescueWrite(c *Client, f func(ids []int64)) { c.testHooks.beforeRe
 func SetFinishQuery(c *Client, f func(ctx context.Context, query string, args ...any) (pgx.Rows, error)) {
 	c.testHooks.finishQuery = f
 }
+
+// SetClaimAged makes every claim look d older when its jobs are
+// dispatched, as if they had waited that long for a worker.
+func SetClaimAged(c *Client, d time.Duration) { c.testHooks.claimAged = d }
 
 // Pool returns the client's pool.
 func Pool(c *Client) interface {

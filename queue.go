@@ -621,6 +621,9 @@ type testHooks struct {
 	// finishQuery, when set, replaces the query that records job results,
 	// so tests can lose its reply.
 	finishQuery func(ctx context.Context, query string, args ...any) (pgx.Rows, error)
+	// claimAged, when set, makes every claim look this much older when its
+	// jobs are dispatched.
+	claimAged time.Duration
 }
 
 // notifyChannel is the NOTIFY channel of a schema's inserts: the schema

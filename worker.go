@@ -325,12 +325,13 @@ func (p *producer) wake() {
 	}
 }
 
-// claimedJob is a claimed job on its way to an executor: the row, the
-// time its claim was sent, its worker (nil for an unknown kind) and the
-// decoded *Job[T] or the error decoding it.
+// claimedJob is a claimed job on its way to an executor: the row, when its
+// claim was sent and when its reply came, its worker (nil for an unknown
+// kind) and the decoded *Job[T] or the error decoding it.
 type claimedJob struct {
 	row       *JobRow
 	sent      time.Time
+	received  time.Time
 	w         *registeredWorker
 	job       any
 	decodeErr error
@@ -368,10 +369,14 @@ func (p *producer) run() {
 	reserved := 0 // the jobs those claims may bring
 	running := 0  // jobs dispatched and not yet finished
 	dispatch := func(r claimResult) {
+		received := time.Now()
+		if c.testHooks.claimAged != 0 {
+			r.sent, received = r.sent.Add(-c.testHooks.claimAged), received.Add(-c.testHooks.claimAged)
+		}
 		for _, row := range r.jobs {
 			running++
 			p.rs.running.Add(1)
-			j := claimedJob{row: row, sent: r.sent, w: c.config.Workers.lookup(row.Kind)}
+			j := claimedJob{row: row, sent: r.sent, received: received, w: c.config.Workers.lookup(row.Kind)}
 			if j.w != nil {
 				j.job, j.decodeErr = j.w.decode(row)
 			}
@@ -591,6 +596,14 @@ func (c *Client) execute(p *producer, cj *claimedJob) {
 	defer p.rs.running.Done()
 
 	row, w := cj.row, cj.w
+	if waited := time.Since(cj.received); waited > c.config.Lease/3 {
+		// Claimed ahead and kept waiting by slow jobs, its lease unrenewed
+		// for longer than a heartbeat interval: hand it back at once,
+		// attempt unspent, for a free worker anywhere to take.
+		c.log.Warn("pgqueue: claimed job waited too long for a free worker; handed back", "job", row.ID, "kind", row.Kind, "waited", waited)
+		c.finish(p.rs, result{row: row, op: opRelease})
+		return
+	}
 	ctx, cancel := context.WithCancelCause(p.rs.jobParent)
 	defer cancel(nil)
 	job := p.rs.active.add(row, cancel, cj.sent, c.config.Lease)
