@@ -112,6 +112,12 @@ func (k *completer) run() {
 		timer.Reset(k.delay)
 	gather:
 		for len(batch) < k.limit {
+			select { // what is waiting already, without a blocking select's cost
+			case r := <-k.in:
+				batch = append(batch, r)
+				continue
+			default:
+			}
 			select {
 			case r := <-k.in:
 				batch = append(batch, r)
