@@ -180,8 +180,8 @@ func (c *Client) Start(ctx context.Context) error {
 			queue:  name,
 			max:    qc.MaxWorkers,
 			wakeCh: make(chan struct{}, 1),
+			doneCh: make(chan struct{}, 1),
 			// Claims may run up to MaxWorkers ahead (see claimAhead).
-			doneCh:  make(chan struct{}, 2*qc.MaxWorkers),
 			claimed: make(chan claimedJob, 2*qc.MaxWorkers),
 		}
 		rs.producers[name] = p
@@ -315,7 +315,20 @@ type producer struct {
 	executors int
 	idle      atomic.Int32  // executors waiting on claimed
 	wakeCh    chan struct{} // capacity 1: a pending wake-up
-	doneCh    chan struct{} // capacity max: one send per finished job
+	// finished counts the jobs finished since the producer last looked;
+	// doneCh (capacity 1) tells it to look. One wake-up per batch of
+	// finished jobs instead of a channel send per job.
+	finished atomic.Int64
+	doneCh   chan struct{}
+}
+
+// jobDone tells the producer that one of its jobs finished.
+func (p *producer) jobDone() {
+	p.finished.Add(1)
+	select {
+	case p.doneCh <- struct{}{}:
+	default: // a signal is pending: the producer will count this one too
+	}
 }
 
 func (p *producer) wake() {
@@ -459,19 +472,11 @@ func (p *producer) run() {
 			more = len(r.jobs) == r.want
 			fetchNow = fetchNow || more
 		case <-p.doneCh:
-			running--
-			ahead.finished++
-			// Collect every other job that finished meanwhile, so one claim
-			// fills all the free slots.
-			for drained := false; !drained; {
-				select {
-				case <-p.doneCh:
-					running--
-					ahead.finished++
-				default:
-					drained = true
-				}
-			}
+			// Every job that finished meanwhile counts, so one claim fills
+			// all the free slots.
+			n := int(p.finished.Swap(0))
+			running -= n
+			ahead.finished += n
 			// A wake-up that came while every slot was taken still counts.
 			fetchNow = fetchNow || more
 		case <-p.wakeCh:
@@ -592,7 +597,7 @@ func (c *Client) claim(rs *runState, queue string, limit int) ([]*JobRow, error)
 
 // execute runs one claimed job and records its result.
 func (c *Client) execute(p *producer, cj *claimedJob) {
-	defer func() { p.doneCh <- struct{}{} }()
+	defer p.jobDone()
 	defer p.rs.running.Done()
 
 	row, w := cj.row, cj.w
