@@ -138,14 +138,13 @@ func mkOwnedDir(t *testing.T, parent, name string, pid int) string {
 	return dir
 }
 
-func connect(tb testing.TB, connString string) *pgx.Conn {
-	tb.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	conn, err := pgx.Connect(ctx, connString)
+// connect opens a connection closed when the test ends.
+func connect(t *testing.T, connString string) *pgx.Conn {
+	t.Helper()
+	conn, err := connectQuickly(t.Context(), connString)
 	if err != nil {
-		tb.Fatalf("connect: %v", err)
+		t.Fatalf("connect: %v", err)
 	}
-	tb.Cleanup(func() { _ = conn.Close(context.Background()) })
+	t.Cleanup(func() { _ = conn.Close(context.WithoutCancel(t.Context())) })
 	return conn
 }
