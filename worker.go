@@ -441,20 +441,25 @@ func (p *producer) run() {
 			}
 			fetchNow = false
 		}
-		if fetchNow && room > 0 && inflight < maxClaimsInFlight && p.rs.fetch.Err() == nil {
+		// No claim takes more than MaxWorkers rows; room beyond that goes
+		// to a second claim at once.
+		for fetchNow && room > 0 && inflight < maxClaimsInFlight && p.rs.fetch.Err() == nil {
 			if refillArmed {
 				refill.Stop()
 				refillArmed = false
 			}
-			refillDue, woken, fetchNow = false, false, false
+			refillDue, woken = false, false
 			sent := time.Now()
 			ahead.sending(sent)
+			want := min(room, p.max)
 			inflight++
-			reserved += room
-			go func(want int) {
+			reserved += want
+			room -= want
+			fetchNow = room > 0
+			go func() {
 				jobs, err := c.claim(p.rs, p.queue, want)
 				results <- claimResult{want: want, sent: sent, jobs: jobs, err: err}
-			}(room)
+			}()
 		}
 		select {
 		case <-p.rs.fetch.Done():
@@ -520,9 +525,11 @@ const aheadSmoothing = 0.25
 
 func (a *claimAhead) sending(now time.Time) {
 	if !a.lastSent.IsZero() {
-		if d := now.Sub(a.lastSent).Seconds(); d > 0 {
-			a.rate += aheadSmoothing * (float64(a.finished)/d - a.rate)
+		d := now.Sub(a.lastSent)
+		if d < time.Millisecond {
+			return // two claims sent together: measure across both
 		}
+		a.rate += aheadSmoothing * (float64(a.finished)/d.Seconds() - a.rate)
 	}
 	a.lastSent, a.finished = now, 0
 }
