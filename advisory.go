@@ -103,6 +103,7 @@ type SessionLock struct {
 
 	mu   sync.Mutex // serialises use of conn
 	conn *pgx.Conn
+	pid  int32 // the backend that holds the lock
 
 	ctx      context.Context
 	cancel   context.CancelCauseFunc
@@ -157,7 +158,8 @@ func (c *Client) sessionLock(ctx context.Context, name string, opts *SessionLock
 			awaitServerSide(conn.PgConn())
 		}
 	}()
-	if err := probeSessionAffinity(ctx, conn); err != nil {
+	pid, err := probeSessionAffinity(ctx, conn)
+	if err != nil {
 		return nil, fmt.Errorf("session lock %q: %w", name, err)
 	}
 	k := c.LockKey(name)
@@ -177,7 +179,7 @@ func (c *Client) sessionLock(ctx context.Context, name string, opts *SessionLock
 		// closing it (deferred) drops anything it might hold.
 		return nil, dbError(fmt.Sprintf("session lock %q", name), err)
 	}
-	l := &SessionLock{name: name, key: k, fence: fence, q: c.q, conn: conn, lost: make(chan struct{}), stop: make(chan struct{})}
+	l := &SessionLock{name: name, key: k, fence: fence, q: c.q, conn: conn, pid: pid, lost: make(chan struct{}), stop: make(chan struct{})}
 	l.ctx, l.cancel = context.WithCancelCause(context.WithoutCancel(ctx))
 	l.wg.Add(1)
 	go l.keepalive(interval)
@@ -185,21 +187,29 @@ func (c *Client) sessionLock(ctx context.Context, name string, opts *SessionLock
 }
 
 // probeSessionAffinity fails when two statements on one connection run in
-// different backends: a pooler in transaction or statement mode.
-func probeSessionAffinity(ctx context.Context, conn *pgx.Conn) error {
+// different backends: a pooler in transaction or statement mode. It
+// returns the backend's pid. A pooler that happens to keep one backend for
+// these statements passes; the keepalive checks the pid again.
+func probeSessionAffinity(ctx context.Context, conn *pgx.Conn) (int32, error) {
 	var first int32
 	for i := range 3 {
-		var pid int32
-		if err := conn.QueryRow(ctx, "SELECT pg_backend_pid()").Scan(&pid); err != nil {
-			return dbError("probe session affinity", err)
+		pid, err := backendPID(ctx, conn)
+		if err != nil {
+			return 0, dbError("probe session affinity", err)
 		}
 		if i == 0 {
 			first = pid
 		} else if pid != first {
-			return ErrNoSessionAffinity
+			return 0, ErrNoSessionAffinity
 		}
 	}
-	return nil
+	return first, nil
+}
+
+func backendPID(ctx context.Context, conn *pgx.Conn) (int32, error) {
+	var pid int32
+	err := conn.QueryRow(ctx, "SELECT pg_backend_pid()").Scan(&pid)
+	return pid, err
 }
 
 func (l *SessionLock) keepalive(interval time.Duration) {
@@ -214,11 +224,17 @@ func (l *SessionLock) keepalive(interval time.Duration) {
 		}
 		l.mu.Lock()
 		ctx, cancel := context.WithTimeout(l.ctx, interval)
-		err := l.conn.Ping(ctx)
+		pid, err := backendPID(ctx, l.conn)
 		cancel()
 		l.mu.Unlock()
 		if err != nil {
 			l.markLost(fmt.Errorf("session lock %q: connection lost: %w (%w)", l.name, ErrLockLost, err))
+			return
+		}
+		if pid != l.pid {
+			// A pooler moved the session: the lock stays with a backend
+			// this connection no longer reaches.
+			l.markLost(fmt.Errorf("session lock %q: %w: backend %d now answers, not %d (%w)", l.name, ErrLockLost, pid, l.pid, ErrNoSessionAffinity))
 			return
 		}
 	}

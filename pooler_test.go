@@ -2,6 +2,7 @@ package pgqueue_test
 
 import (
 	"bufio"
+	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -9,6 +10,7 @@ import (
 	"net"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -26,18 +28,8 @@ func TestSessionLockBehindRotatingPooler(t *testing.T) {
 	ctx := t.Context()
 	direct, err := pgx.ParseConfig(pgtest.DB().NewDatabase(t))
 	must(t, err)
-	pooler := startRotatingPooler(t, fmt.Sprintf("%s:%d", direct.Host, direct.Port))
-
-	cfg, err := pgxpool.ParseConfig(direct.ConnString())
-	must(t, err)
-	cfg.ConnConfig.Host, cfg.ConnConfig.Port = pooler.host, pooler.port
-	cfg.ConnConfig.TLSConfig, cfg.ConnConfig.Fallbacks = nil, nil
-	// What pgbouncer users set: no named statements that live in one backend.
-	cfg.ConnConfig.DefaultQueryExecMode = pgx.QueryExecModeExec
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
-	must(t, err)
-	t.Cleanup(pool.Close)
-	c := newClient(t, pool, nil)
+	pooler := startRotatingPooler(t, fmt.Sprintf("%s:%d", direct.Host, direct.Port), 0)
+	c := newClient(t, poolThrough(t, direct, pooler), nil)
 
 	for _, try := range []bool{false, true} {
 		var err error
@@ -63,14 +55,61 @@ func TestSessionLockBehindRotatingPooler(t *testing.T) {
 	}
 }
 
+// A pooler may keep one backend for a while, so that the probe passes, and
+// move the session later: the keepalive sees another backend answer and
+// declares the lock lost.
+func TestSessionLockLostWhenPoolerMovesSession(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	direct, err := pgx.ParseConfig(pgtest.DB().NewDatabase(t))
+	must(t, err)
+	// The probe's three statements and the lock itself: four requests on
+	// the first backend; the keepalive's goes to the second.
+	pooler := startRotatingPooler(t, fmt.Sprintf("%s:%d", direct.Host, direct.Port), 4)
+	c := newClient(t, poolThrough(t, direct, pooler), nil)
+
+	lock, err := c.SessionLock(ctx, "report", &pgqueue.SessionLockOpts{KeepaliveInterval: 50 * time.Millisecond})
+	if err != nil {
+		t.Fatalf("session lock while the pooler keeps one backend: %v", err)
+	}
+	select {
+	case <-lock.Lost():
+	case <-time.After(10 * time.Second):
+		t.Fatal("lock not declared lost after the pooler moved the session")
+	}
+	cause := context.Cause(lock.Context())
+	if !errors.Is(cause, pgqueue.ErrLockLost) || !errors.Is(cause, pgqueue.ErrNoSessionAffinity) {
+		t.Fatalf("cause %v, want ErrLockLost and ErrNoSessionAffinity", cause)
+	}
+	_ = lock.Unlock(ctx)
+}
+
+// poolThrough returns a pool on direct's database that connects through
+// the pooler, configured as PgBouncer users configure pgx: no named
+// statements, which would live in one backend only.
+func poolThrough(t *testing.T, direct *pgx.ConnConfig, pooler *rotatingPooler) *pgxpool.Pool {
+	t.Helper()
+	cfg, err := pgxpool.ParseConfig(direct.ConnString())
+	must(t, err)
+	cfg.ConnConfig.Host, cfg.ConnConfig.Port = pooler.host, pooler.port
+	cfg.ConnConfig.TLSConfig, cfg.ConnConfig.Fallbacks = nil, nil
+	cfg.ConnConfig.DefaultQueryExecMode = pgx.QueryExecModeExec
+	pool, err := pgxpool.NewWithConfig(t.Context(), cfg)
+	must(t, err)
+	t.Cleanup(pool.Close)
+	return pool
+}
+
 // rotatingPooler stands in for pgbouncer in statement mode: each client
-// connection gets two server connections, and every request (a simple
-// query, or extended-protocol messages up to Sync) goes to the other one
-// than the request before. It speaks just enough of the protocol for
-// trust authentication.
+// connection gets two server connections, and after the first sticky
+// requests on the first one, every request (a simple query, or
+// extended-protocol messages up to Sync) goes to the other one than the
+// request before. It speaks just enough of the protocol for trust
+// authentication.
 type rotatingPooler struct {
-	host string
-	port uint16
+	host   string
+	port   uint16
+	sticky int
 
 	mu   sync.Mutex
 	pids map[uint32]bool // backend process ids seen in BackendKeyData
@@ -82,12 +121,12 @@ func (p *rotatingPooler) backends() int {
 	return len(p.pids)
 }
 
-func startRotatingPooler(t *testing.T, upstream string) *rotatingPooler {
+func startRotatingPooler(t *testing.T, upstream string, sticky int) *rotatingPooler {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	must(t, err)
 	addr := ln.Addr().(*net.TCPAddr)
-	p := &rotatingPooler{host: "127.0.0.1", port: uint16(addr.Port), pids: map[uint32]bool{}}
+	p := &rotatingPooler{host: "127.0.0.1", port: uint16(addr.Port), sticky: sticky, pids: map[uint32]bool{}}
 	var wg sync.WaitGroup
 	var open sync.Map // net.Conn → struct{}
 	t.Cleanup(func() {
@@ -159,7 +198,7 @@ func (p *rotatingPooler) serve(client net.Conn, servers []net.Conn) error {
 		}
 	}
 	next := 0
-	for {
+	for request := 1; ; request++ {
 		// Forward one request: a simple query, or messages up to Sync.
 		for {
 			msg, err := readMessage(cr)
@@ -179,7 +218,9 @@ func (p *rotatingPooler) serve(client net.Conn, servers []net.Conn) error {
 		if err := p.relayUntilReady(readers[next], client); err != nil {
 			return err
 		}
-		next = (next + 1) % len(servers)
+		if request >= p.sticky {
+			next = (next + 1) % len(servers)
+		}
 	}
 }
 
