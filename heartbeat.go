@@ -13,7 +13,7 @@ type activeJob struct {
 	row    *JobRow
 	cancel context.CancelCauseFunc
 	// leaseEnd is when the claim's lease ends by this process's monotonic
-	// clock (see activeJobs.now); heartbeats move it. The expiry sweep
+	// clock (see activeJobs.at); heartbeats move it. The expiry sweep
 	// cancels the job with ErrLeaseLost once it passes: one sweep for all
 	// jobs costs less than a timer per job.
 	leaseEnd atomic.Int64
@@ -134,10 +134,11 @@ func (c *Client) markCompletedInTx(job *JobRow) {
 }
 
 // expirySweep is how often running jobs are checked for a lease that ran
-// out by the local clock. A job is cancelled up to one sweep early, never
-// late.
+// out by the local clock: Lease/20, so at least 50 ms (Lease is at least
+// 1 s), and at most 500 ms. A job is cancelled up to one sweep early,
+// never late.
 func expirySweep(lease time.Duration) time.Duration {
-	return min(max(lease/20, 5*time.Millisecond), 500*time.Millisecond)
+	return min(lease/20, 500*time.Millisecond)
 }
 
 // runHeartbeats renews the leases of all running jobs of this client in one

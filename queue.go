@@ -331,7 +331,8 @@ func (c *Client) encode(args JobArgs, opts *InsertOpts) (*encodedJob, error) {
 }
 
 // encodeWith is encode, trusting that validQueue, if not empty, is a valid
-// queue name: a batch checks each of its queues once, not each job's.
+// queue name: a batch passes the queue of the job before, so a run of jobs
+// for one queue checks its name once.
 func (c *Client) encodeWith(args JobArgs, opts *InsertOpts, validQueue string) (*encodedJob, error) {
 	if args == nil {
 		return nil, fmt.Errorf("%w: nil args", ErrInvalidArgs)
