@@ -146,7 +146,7 @@ func (k *completer) write(batch []result) {
 	}()
 	c := k.c
 	pending := batch
-	giveUp := time.Now().Add(c.config.Lease)
+	giveUp := time.Now().Add(c.config.JobLease)
 	for wait := 50 * time.Millisecond; len(pending) > 0; wait = min(2*wait, time.Second) {
 		updated, err := k.exec(pending)
 		switch {
@@ -238,7 +238,7 @@ func (k *completer) unfinished(batch []result) (left []result, ok bool) {
 		case outcomePending:
 			left = append(left, r)
 		case outcomeLost:
-			k.c.log.Warn("pgqueue: job result refused", "job", r.row.ID, "kind", r.row.Kind, "fence", r.row.Fence, "err", ErrLeaseLost)
+			k.c.log.Warn("pgqueue: job result refused", "job", r.row.ID, "kind", r.row.Kind, "fence", r.row.Fence, "err", ErrJobLeaseLost)
 		}
 	}
 	return left, true
@@ -249,7 +249,7 @@ func (k *completer) unfinished(batch []result) (left []result, ok bool) {
 func (k *completer) reportLost(batch []result, updated map[int64]bool) {
 	for _, r := range batch {
 		if !updated[r.row.ID] {
-			k.c.log.Warn("pgqueue: job result refused", "job", r.row.ID, "kind", r.row.Kind, "fence", r.row.Fence, "err", ErrLeaseLost)
+			k.c.log.Warn("pgqueue: job result refused", "job", r.row.ID, "kind", r.row.Kind, "fence", r.row.Fence, "err", ErrJobLeaseLost)
 		}
 	}
 }

@@ -252,7 +252,7 @@ func TestJobWaitingPastHalfItsLeaseIsHandedBack(t *testing.T) {
 		ran.Add(1)
 		return nil
 	}, nil))
-	c := newClient(t, pool, &pgqueue.Config{Workers: ws, Lease: 2 * time.Second, FetchPollInterval: time.Hour,
+	c := newClient(t, pool, &pgqueue.Config{Workers: ws, JobLease: 2 * time.Second, FetchPollInterval: time.Hour,
 		Queues: map[string]pgqueue.QueueConfig{pgqueue.DefaultQueue: {MaxWorkers: 4}}, Logger: discardLogger()})
 	// Every claim's jobs look as if they had waited a second for a worker.
 	pgqueue.SetClaimAged(c, time.Second)

@@ -5,7 +5,8 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/jackc/puddle/v2"
+	"github.com/pgqueue/pgqueue/internal/dberr"
+	"github.com/pgqueue/pgqueue/internal/sqlschema"
 )
 
 // Sentinel errors. Match them with errors.Is; the errors pgqueue returns wrap
@@ -15,12 +16,15 @@ var (
 	ErrNilPool = errors.New("pgqueue: nil pool")
 
 	// ErrClosedPool is returned by any call that needs the database after the
-	// pool handed to New was closed.
-	ErrClosedPool = errors.New("pgqueue: pool is closed")
+	// pool handed to New was closed. It is the same value as
+	// pglock.ErrClosedPool.
+	ErrClosedPool = dberr.ErrClosedPool
 
-	// ErrInvalidSchema is returned by New and Migrate when the schema name does
-	// not match SchemaPattern.
-	ErrInvalidSchema = errors.New("pgqueue: invalid schema name")
+	// ErrInvalidSchema is returned by New and Migrate when the schema name is
+	// not a lower-case SQL identifier of at most 63 bytes
+	// (^[a-z_][a-z0-9_]{0,62}$). It is the same value as
+	// pglock.ErrInvalidSchema.
+	ErrInvalidSchema = sqlschema.ErrInvalid
 
 	// ErrInvalidQueue is returned when a queue name does not match
 	// QueuePattern, by Enqueue for the job's queue and by New for a
@@ -53,41 +57,18 @@ var (
 	// worker.
 	ErrDuplicateWorker = errors.New("pgqueue: worker already registered for kind")
 
-	// ErrLeaseLost is returned by CompleteTx, and is the cause of a running
+	// ErrJobLeaseLost is returned by CompleteTx, and is the cause of a running
 	// job's context cancellation, when the job's claim is gone: the job no
 	// longer carries the worker's fence token or is no longer running (it
 	// was rescued after its lease expired, or an operator changed it), or
 	// the worker could not renew the lease before it ran out. Nothing a
 	// stale worker writes about the job reaches the row.
-	ErrLeaseLost = errors.New("pgqueue: job lease lost")
+	ErrJobLeaseLost = errors.New("pgqueue: job lease lost")
 
 	// ErrStaleFence is returned by CheckFenceTx when a higher fence token
 	// was already recorded for the resource: the caller's claim was taken
 	// over, and its write must not happen. Roll back.
 	ErrStaleFence = errors.New("pgqueue: stale fence token")
-
-	// ErrLockBusy is returned by the Try forms of the locks, and by
-	// AcquireLease, when another holder has the lock.
-	ErrLockBusy = errors.New("pgqueue: lock busy")
-
-	// ErrLockLost is the cause of a SessionLock's context when its
-	// connection died, and is returned by Unlock then; Lease.Renew and
-	// Lease.Release return it when the lease expired or was taken over.
-	ErrLockLost = errors.New("pgqueue: lock lost")
-
-	// ErrLockReleased is the cause of a SessionLock's context after Unlock.
-	ErrLockReleased = errors.New("pgqueue: lock released")
-
-	// ErrNotLocked is returned by SessionLock.Unlock when PostgreSQL
-	// answered that the session did not hold the lock, or when it was
-	// already unlocked.
-	ErrNotLocked = errors.New("pgqueue: lock not held")
-
-	// ErrNoSessionAffinity is returned by SessionLock when statements on one
-	// connection reach different server sessions, as through PgBouncer in
-	// transaction mode: session advisory locks cannot work there. Use
-	// lease locks (AcquireLease), which keep no session state.
-	ErrNoSessionAffinity = errors.New("pgqueue: connection has no session affinity (pooler in transaction mode?); session locks need one, use lease locks")
 
 	// ErrNoWorkers is returned by Start when the client has queues to work
 	// but no Workers in its Config.
@@ -107,15 +88,7 @@ var (
 
 // dbError translates errors at the pgx boundary: a closed pool becomes
 // ErrClosedPool; anything else is wrapped with the operation.
-func dbError(op string, err error) error {
-	if err == nil {
-		return nil
-	}
-	if errors.Is(err, puddle.ErrClosedPool) {
-		return fmt.Errorf("pgqueue: %s: %w", op, ErrClosedPool)
-	}
-	return fmt.Errorf("pgqueue: %s: %w", op, err)
-}
+func dbError(op string, err error) error { return dberr.Wrap("pgqueue", op, err) }
 
 // ctxError returns ctx's error, wrapped with the operation, when ctx is done.
 func ctxError(ctx context.Context, op string) error {

@@ -145,7 +145,7 @@ func ExampleClient_CompleteTx() {
 		if _, err := tx.Exec(ctx, "INSERT INTO outbox VALUES ($1, $2)", job.ID, job.Args.To); err != nil {
 			return err
 		}
-		// ErrLeaseLost here means another worker took the job over: the
+		// ErrJobLeaseLost here means another worker took the job over: the
 		// rollback undoes the insert.
 		if err := client.CompleteTx(ctx, tx, job.JobRow); err != nil {
 			return err

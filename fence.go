@@ -13,7 +13,7 @@ import (
 const staleFenceCode = "PQF01"
 
 // CompleteTx completes job inside tx, so the job's database effects and its
-// completion commit together or not at all. It returns ErrLeaseLost when
+// completion commit together or not at all. It returns ErrJobLeaseLost when
 // the job no longer carries job.Fence or is no longer running (another
 // worker took it over): roll tx back then. Once tx commits, the worker
 // that runs the job does not complete it again, whatever the handler
@@ -30,7 +30,7 @@ func (c *Client) CompleteTx(ctx context.Context, tx pgx.Tx, job *JobRow) error {
 		return dbError(fmt.Sprintf("complete job %d", job.ID), err)
 	}
 	if tag.RowsAffected() == 0 {
-		return fmt.Errorf("complete job %d with fence %d: %w", job.ID, job.Fence, ErrLeaseLost)
+		return fmt.Errorf("complete job %d with fence %d: %w", job.ID, job.Fence, ErrJobLeaseLost)
 	}
 	c.markCompletedInTx(job)
 	return nil

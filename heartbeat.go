@@ -14,7 +14,7 @@ type activeJob struct {
 	cancel context.CancelCauseFunc
 	// leaseEnd is when the claim's lease ends by this process's monotonic
 	// clock (see activeJobs.at); heartbeats move it. The expiry sweep
-	// cancels the job with ErrLeaseLost once it passes: one sweep for all
+	// cancels the job with ErrJobLeaseLost once it passes: one sweep for all
 	// jobs costs less than a timer per job.
 	leaseEnd atomic.Int64
 	// expired is set by the sweep that cancelled the job.
@@ -73,7 +73,7 @@ func (a *activeJobs) cancelAll(cause error) {
 	}
 }
 
-// expire cancels, with ErrLeaseLost, the jobs whose lease ends before
+// expire cancels, with ErrJobLeaseLost, the jobs whose lease ends before
 // now+margin by the local clock. buf is reused between calls.
 func (a *activeJobs) expire(now time.Time, margin time.Duration, buf []*activeJob) []*activeJob {
 	limit := a.at(now.Add(margin))
@@ -87,7 +87,7 @@ func (a *activeJobs) expire(now time.Time, margin time.Duration, buf []*activeJo
 	a.mu.Unlock()
 	for _, j := range buf {
 		if j.expired.CompareAndSwap(false, true) {
-			j.cancel(ErrLeaseLost)
+			j.cancel(ErrJobLeaseLost)
 		}
 	}
 	return buf
@@ -143,13 +143,13 @@ func expirySweep(lease time.Duration) time.Duration {
 
 // runHeartbeats renews the leases of all running jobs of this client in one
 // fenced statement every HeartbeatInterval. A job the statement did not
-// renew was lost and is cancelled with ErrLeaseLost. Between heartbeats it
+// renew was lost and is cancelled with ErrJobLeaseLost. Between heartbeats it
 // cancels the jobs whose lease ran out by the local clock.
 func (c *Client) runHeartbeats(rs *runState) {
 	defer rs.heartbeats.Done()
 	tick := time.NewTicker(c.config.HeartbeatInterval)
 	defer tick.Stop()
-	sweep := expirySweep(c.config.Lease)
+	sweep := expirySweep(c.config.JobLease)
 	sweepTick := time.NewTicker(sweep)
 	defer sweepTick.Stop()
 	var buf []*activeJob
@@ -182,7 +182,7 @@ func (c *Client) heartbeat(rs *runState, jobs []*activeJob) error {
 	ctx, cancel := context.WithTimeout(rs.base, c.config.HeartbeatInterval)
 	defer cancel()
 	sent := time.Now()
-	rows, err := c.pool.Query(ctx, c.q.heartbeat, oneShotPlan, ids, fences, c.config.Lease.Microseconds())
+	rows, err := c.pool.Query(ctx, c.q.heartbeat, oneShotPlan, ids, fences, c.config.JobLease.Microseconds())
 	if err != nil {
 		return dbError("heartbeat", err)
 	}
@@ -198,7 +198,7 @@ func (c *Client) heartbeat(rs *runState, jobs []*activeJob) error {
 	if err := rows.Err(); err != nil {
 		return dbError("heartbeat", err)
 	}
-	until := rs.active.at(sent.Add(c.config.Lease))
+	until := rs.active.at(sent.Add(c.config.JobLease))
 	for _, j := range jobs {
 		if held[j.row.ID] {
 			j.leaseEnd.Store(until)
@@ -208,7 +208,7 @@ func (c *Client) heartbeat(rs *runState, jobs []*activeJob) error {
 			continue // completed by the handler's own transaction
 		}
 		j.lost.Store(true)
-		j.cancel(ErrLeaseLost)
+		j.cancel(ErrJobLeaseLost)
 		c.log.Warn("pgqueue: lease lost", "job", j.row.ID, "kind", j.row.Kind, "fence", j.row.Fence)
 	}
 	return nil

@@ -57,7 +57,7 @@ func TestLease(t *testing.T) {
 			}
 		}, nil))
 		// Two seconds of lease, renewed every 667 ms, for a five-second job.
-		b := startClient(t, pool, ws, &pgqueue.Config{Lease: 2 * time.Second, RescueInterval: 100 * time.Millisecond})
+		b := startClient(t, pool, ws, &pgqueue.Config{JobLease: 2 * time.Second, RescueInterval: 100 * time.Millisecond})
 		row, err := b.client.Enqueue(ctx, noteArgs{}, nil)
 		must(t, err)
 		s := waitState(t, pool, row.ID, "completed")
@@ -76,7 +76,7 @@ func TestLease(t *testing.T) {
 			cause <- context.Cause(ctx)
 			return nil // a stale "success" that must not reach the row
 		}, nil))
-		b := startClient(t, pool, ws, &pgqueue.Config{Lease: time.Second})
+		b := startClient(t, pool, ws, &pgqueue.Config{JobLease: time.Second})
 		row, err := b.client.Enqueue(ctx, noteArgs{}, nil)
 		must(t, err)
 		waitState(t, pool, row.ID, "running")
@@ -85,8 +85,8 @@ func TestLease(t *testing.T) {
 		must(t, err)
 		select {
 		case err := <-cause:
-			if !errors.Is(err, pgqueue.ErrLeaseLost) {
-				t.Fatalf("cause %v, want ErrLeaseLost", err)
+			if !errors.Is(err, pgqueue.ErrJobLeaseLost) {
+				t.Fatalf("cause %v, want ErrJobLeaseLost", err)
 			}
 		case <-time.After(10 * time.Second):
 			t.Fatal("handler not cancelled after its claim was taken")
@@ -107,7 +107,7 @@ func TestLease(t *testing.T) {
 			cause <- context.Cause(ctx)
 			return context.Cause(ctx)
 		}, nil))
-		c := newClient(t, pool, &pgqueue.Config{Workers: ws, Lease: time.Second, Queues: map[string]pgqueue.QueueConfig{"default": {MaxWorkers: 1}}, FetchPollInterval: 50 * time.Millisecond, Logger: discardLogger()})
+		c := newClient(t, pool, &pgqueue.Config{Workers: ws, JobLease: time.Second, Queues: map[string]pgqueue.QueueConfig{"default": {MaxWorkers: 1}}, FetchPollInterval: 50 * time.Millisecond, Logger: discardLogger()})
 		_, err := c.Enqueue(ctx, noteArgs{}, nil)
 		must(t, err)
 		must(t, c.Start(ctx))
@@ -121,8 +121,8 @@ func TestLease(t *testing.T) {
 		pool.Close()
 		select {
 		case err := <-cause:
-			if !errors.Is(err, pgqueue.ErrLeaseLost) {
-				t.Fatalf("cause %v, want ErrLeaseLost", err)
+			if !errors.Is(err, pgqueue.ErrJobLeaseLost) {
+				t.Fatalf("cause %v, want ErrJobLeaseLost", err)
 			}
 		case <-time.After(10 * time.Second):
 			t.Fatal("job not cancelled although no heartbeat could renew its lease")
@@ -327,8 +327,8 @@ func TestCompleteTx(t *testing.T) {
 		row, err := c.Enqueue(ctx, effectArgs{}, nil)
 		must(t, err)
 		run(t, c)
-		if err := <-got; !errors.Is(err, pgqueue.ErrLeaseLost) {
-			t.Fatalf("CompleteTx: %v, want ErrLeaseLost", err)
+		if err := <-got; !errors.Is(err, pgqueue.ErrJobLeaseLost) {
+			t.Fatalf("CompleteTx: %v, want ErrJobLeaseLost", err)
 		}
 		var effects int
 		must(t, pool.QueryRow(ctx, "SELECT count(*) FROM effects").Scan(&effects))

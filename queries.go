@@ -34,8 +34,6 @@ type queries struct {
 	claim, insert, insertMany, complete, completeMany, finish, schedule string
 	notify, notifyQueues, notifyDue, poll                               string
 	heartbeat, rescueCandidates, rescue, jobOutcomes, checkFence        string
-	xactLock, tryXactLock, sessionLock, trySessionLock, sessionUnlock   string
-	leaseAcquire, leaseRenew, leaseRelease                              string
 }
 
 func validateSchema(schema string) error {
@@ -61,9 +59,6 @@ func loadQueries(schema string) (*queries, error) {
 		"schedule": &q.schedule, "notify": &q.notify, "notify_queues": &q.notifyQueues,
 		"heartbeat": &q.heartbeat, "rescue_candidates": &q.rescueCandidates, "rescue": &q.rescue,
 		"job_outcomes": &q.jobOutcomes, "check_fence": &q.checkFence,
-		"xact_lock": &q.xactLock, "try_xact_lock": &q.tryXactLock, "session_lock": &q.sessionLock,
-		"try_session_lock": &q.trySessionLock, "session_unlock": &q.sessionUnlock,
-		"lease_acquire": &q.leaseAcquire, "lease_renew": &q.leaseRenew, "lease_release": &q.leaseRelease,
 	} {
 		b, err := sqlFiles.ReadFile("sql/" + name + ".sql")
 		if err != nil {

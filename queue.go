@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"hash/fnv"
 	"log/slog"
 	"math"
 	"os"
@@ -17,6 +18,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/pgqueue/pgqueue/pglock"
 )
 
 // QueuePattern is what a queue name must match: 1 to 63 bytes of lower-case
@@ -32,8 +35,8 @@ const (
 	DefaultMaxAttempts = 25
 	// DefaultMaxArgsSize is Config.MaxArgsSize's default: 1 MiB.
 	DefaultMaxArgsSize = 1 << 20
-	// DefaultLease is Config.Lease's default.
-	DefaultLease = 30 * time.Second
+	// DefaultJobLease is Config.JobLease's default.
+	DefaultJobLease = 30 * time.Second
 	// DefaultJobTimeout is Config.JobTimeout's default.
 	DefaultJobTimeout = time.Minute
 	// DefaultFetchPollInterval is Config.FetchPollInterval's default.
@@ -83,8 +86,8 @@ type Config struct {
 	ID string
 
 	// Lease is how long a claim is valid: a claimed job's lease_until is
-	// now() + Lease by the database clock. Default DefaultLease.
-	Lease time.Duration
+	// now() + JobLease by the database clock. Default DefaultJobLease.
+	JobLease time.Duration
 
 	// HeartbeatInterval is how often the leases of running jobs are
 	// renewed. Default Lease/3.
@@ -168,8 +171,8 @@ func (c *Config) withDefaults() (*Config, error) {
 	out := *c
 	out.Schema = cmp.Or(out.Schema, DefaultSchema)
 	out.ID = cmp.Or(out.ID, defaultClientID())
-	out.Lease = cmp.Or(out.Lease, DefaultLease)
-	out.HeartbeatInterval = cmp.Or(out.HeartbeatInterval, out.Lease/3)
+	out.JobLease = cmp.Or(out.JobLease, DefaultJobLease)
+	out.HeartbeatInterval = cmp.Or(out.HeartbeatInterval, out.JobLease/3)
 	out.RescueInterval = cmp.Or(out.RescueInterval, DefaultRescueInterval)
 	out.LeaderTTL = cmp.Or(out.LeaderTTL, DefaultLeaderTTL)
 	out.JobTimeout = cmp.Or(out.JobTimeout, DefaultJobTimeout)
@@ -194,16 +197,16 @@ func (c *Config) withDefaults() (*Config, error) {
 	for _, d := range []struct {
 		name string
 		v    time.Duration
-	}{{"Lease", out.Lease}, {"HeartbeatInterval", out.HeartbeatInterval}, {"RescueInterval", out.RescueInterval}, {"FetchPollInterval", out.FetchPollInterval}, {"SchedulerInterval", out.SchedulerInterval}, {"UnknownKindDelay", out.UnknownKindDelay}, {"CancelGrace", out.CancelGrace}} {
+	}{{"JobLease", out.JobLease}, {"HeartbeatInterval", out.HeartbeatInterval}, {"RescueInterval", out.RescueInterval}, {"FetchPollInterval", out.FetchPollInterval}, {"SchedulerInterval", out.SchedulerInterval}, {"UnknownKindDelay", out.UnknownKindDelay}, {"CancelGrace", out.CancelGrace}} {
 		if d.v < 0 {
 			return nil, fmt.Errorf("%w: %s must not be negative, got %s", ErrInvalidOption, d.name, d.v)
 		}
 	}
-	if out.Lease < time.Second {
-		return nil, fmt.Errorf("%w: Lease must be at least 1s, got %s", ErrInvalidOption, out.Lease)
+	if out.JobLease < time.Second {
+		return nil, fmt.Errorf("%w: JobLease must be at least 1s, got %s", ErrInvalidOption, out.JobLease)
 	}
-	if out.HeartbeatInterval >= out.Lease {
-		return nil, fmt.Errorf("%w: HeartbeatInterval %s must be shorter than Lease %s", ErrInvalidOption, out.HeartbeatInterval, out.Lease)
+	if out.HeartbeatInterval >= out.JobLease {
+		return nil, fmt.Errorf("%w: HeartbeatInterval %s must be shorter than JobLease %s", ErrInvalidOption, out.HeartbeatInterval, out.JobLease)
 	}
 	if out.CompleteBatchSize < 1 || out.CompleteBatchDelay < 0 {
 		return nil, fmt.Errorf("%w: CompleteBatchSize must be at least 1 and CompleteBatchDelay not negative", ErrInvalidOption)
@@ -245,6 +248,7 @@ type Client struct {
 	pool   *pgxpool.Pool
 	config *Config
 	q      *queries
+	locks  *pglock.Locker
 	log    *slog.Logger
 
 	// channel is the NOTIFY channel of the schema's inserts; the payload
@@ -275,7 +279,11 @@ func New(pool *pgxpool.Pool, config *Config) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Client{pool: pool, config: cfg, q: q, log: cfg.Logger, channel: notifyChannel(cfg.Schema)}, nil
+	locks, err := pglock.New(pool, &pglock.Config{Schema: cfg.Schema, Logger: cfg.Logger})
+	if err != nil {
+		return nil, err
+	}
+	return &Client{pool: pool, config: cfg, q: q, locks: locks, log: cfg.Logger, channel: notifyChannel(cfg.Schema)}, nil
 }
 
 // ID returns the client's ID, as stored in the worker_id of the jobs it
@@ -634,5 +642,7 @@ func notifyChannel(schema string) string {
 	if len(schema)+len(suffix) <= 63 {
 		return schema + suffix
 	}
-	return fmt.Sprintf("%s_%08x%s", schema[:63-len(suffix)-9], uint32(hash32(schema)), suffix)
+	h := fnv.New32a()
+	_, _ = h.Write([]byte(schema))
+	return fmt.Sprintf("%s_%08x%s", schema[:63-len(suffix)-9], h.Sum32(), suffix)
 }

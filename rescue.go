@@ -50,7 +50,7 @@ func (c *Client) rescue(base context.Context, limit int) (int, error) {
 		}
 		ids = append(ids, id)
 		fences = append(fences, fence)
-		delays = append(delays, c.config.RetryPolicy.NextRetry(attempt, ErrLeaseLost).Microseconds())
+		delays = append(delays, c.config.RetryPolicy.NextRetry(attempt, ErrJobLeaseLost).Microseconds())
 	}
 	if err := rows.Err(); err != nil {
 		return 0, dbError("rescue", err)

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/pgqueue/pgqueue/pglock"
 )
 
 // SingletonMode is how a singleton job holds the lock of its key while it
@@ -18,14 +20,14 @@ const (
 	// session. The transaction runs with idle_in_transaction_session_timeout
 	// set to the lease, so a holder paused longer than that (GC, SIGSTOP)
 	// loses its session, its lock and its uncommitted work. The handler
-	// must therefore not leave Job.Tx idle longer than Config.Lease.
+	// must therefore not leave Job.Tx idle longer than Config.JobLease.
 	SingletonXact SingletonMode = iota
 	// SingletonSession holds the key's lock as a session advisory lock on
 	// a connection dialled for it (see SessionLock), for handlers whose work
 	// cannot run in one transaction. Before the handler starts, the lock's
 	// fence is recorded for SingletonResource(key), so writes an earlier
 	// holder fences with its older Job.LockFence are refused. The handler's
-	// context is cancelled with ErrLockLost when the lock's connection dies.
+	// context is cancelled with pglock.ErrLost when the lock's connection dies.
 	SingletonSession
 )
 
@@ -50,8 +52,8 @@ func (c *Client) runSingleton(ctx, handlerCtx context.Context, cancel context.Ca
 	row, w := job.row, cj.w
 	name := SingletonResource(row.SingletonKey)
 	if w.mode == SingletonSession {
-		lock, err := c.TrySessionLock(ctx, name, nil)
-		if errors.Is(err, ErrLockBusy) {
+		lock, err := c.locks.TryLockSession(ctx, name, nil)
+		if errors.Is(err, pglock.ErrBusy) {
 			return singletonRun{busy: true}
 		}
 		if err != nil {
@@ -81,11 +83,11 @@ func (c *Client) runSingleton(ctx, handlerCtx context.Context, cancel context.Ca
 		return singletonRun{err: dbError("singleton begin", err)}
 	}
 	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
-	if _, err := tx.Exec(ctx, "SELECT set_config('idle_in_transaction_session_timeout', $1, true)", fmt.Sprint(c.config.Lease.Milliseconds())); err != nil {
+	if _, err := tx.Exec(ctx, "SELECT set_config('idle_in_transaction_session_timeout', $1, true)", fmt.Sprint(c.config.JobLease.Milliseconds())); err != nil {
 		return singletonRun{err: dbError("singleton set timeout", err)}
 	}
-	fence, err := c.TryXactLock(ctx, tx, name)
-	if errors.Is(err, ErrLockBusy) {
+	fence, err := c.locks.TryLockXact(ctx, tx, name)
+	if errors.Is(err, pglock.ErrBusy) {
 		return singletonRun{busy: true}
 	}
 	if err != nil {

@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/pgqueue/pgqueue/internal/notifier"
+	"github.com/pgqueue/pgqueue/pglock"
 )
 
 // Worker works jobs of one kind. Work returns nil when the job is done, an
@@ -133,14 +134,14 @@ type runState struct {
 	jobParent context.Context
 
 	producers map[string]*producer
-	// electionWake tells the maintenance elector the lease is free.
-	electionWake chan struct{}
-	notifier     *notifier.Notifier // nil when the client works no queue
-	active       activeJobs
-	completer    *completer
-	loops        sync.WaitGroup // producers, poller, elector
-	running      sync.WaitGroup // jobs being executed
-	executors    sync.WaitGroup // executor goroutines
+	// elector campaigns for the maintenance lease; the poller nudges it.
+	elector   *pglock.Elector
+	notifier  *notifier.Notifier // nil when the client works no queue
+	active    activeJobs
+	completer *completer
+	loops     sync.WaitGroup // producers, poller, elector
+	running   sync.WaitGroup // jobs being executed
+	executors sync.WaitGroup // executor goroutines
 	// Heartbeats go on while running jobs finish during Stop.
 	heartbeatsDone chan struct{}
 	heartbeats     sync.WaitGroup
@@ -188,18 +189,17 @@ func (c *Client) Start(ctx context.Context) error {
 		rs.loops.Add(1)
 		go p.run()
 	}
-	electorCfg := &ElectorConfig{TTL: c.config.LeaderTTL}
+	electorCfg := &pglock.ElectorConfig{Holder: c.config.ID, TTL: c.config.LeaderTTL}
 	if len(rs.producers) > 0 {
-		// The poller checks the lease anyway; followers need not ask again
-		// every few seconds.
-		rs.electionWake = make(chan struct{}, 1)
-		electorCfg.Wake = rs.electionWake
+		// The poller checks the lease anyway and nudges the elector when
+		// it is free; followers need not ask again every few seconds.
 		electorCfg.RetryInterval = 3 * c.config.LeaderTTL
 	}
-	elector, err := c.NewElector(maintenanceLease, electorCfg)
+	elector, err := c.locks.NewElector(maintenanceLease, electorCfg)
 	if err != nil {
 		return err
 	}
+	rs.elector = elector
 	if len(rs.producers) > 0 {
 		rs.loops.Add(1)
 		go c.runPoller(rs)
@@ -566,10 +566,7 @@ func (c *Client) runPoller(rs *runState) {
 			var q *string
 			_, err = pgx.ForEachRow(rows, []any{&q}, func() error {
 				if q == nil {
-					select { // the leader's lease is free: campaign now
-					case rs.electionWake <- struct{}{}:
-					default:
-					}
+					rs.elector.Nudge() // the leader's lease is free: campaign now
 					return nil
 				}
 				rs.producers[*q].wake()
@@ -591,7 +588,7 @@ func (c *Client) claim(rs *runState, queue string, limit int) ([]*JobRow, error)
 	// and its rows would then wait for their lease with no one working them.
 	ctx, cancel := context.WithTimeout(rs.base, writeTimeout)
 	defer cancel()
-	rows, err := c.pool.Query(ctx, c.q.claim, queue, limit, c.config.Lease.Microseconds(), c.config.ID)
+	rows, err := c.pool.Query(ctx, c.q.claim, queue, limit, c.config.JobLease.Microseconds(), c.config.ID)
 	if err != nil {
 		return nil, dbError("claim "+queue, err)
 	}
@@ -608,7 +605,7 @@ func (c *Client) execute(p *producer, cj *claimedJob) {
 	defer p.rs.running.Done()
 
 	row, w := cj.row, cj.w
-	if waited := time.Since(cj.received); waited > c.config.Lease/3 {
+	if waited := time.Since(cj.received); waited > c.config.JobLease/3 {
 		// Claimed ahead and kept waiting by slow jobs, its lease unrenewed
 		// for longer than a heartbeat interval: hand it back at once,
 		// attempt unspent, for a free worker anywhere to take.
@@ -618,7 +615,7 @@ func (c *Client) execute(p *producer, cj *claimedJob) {
 	}
 	ctx, cancel := context.WithCancelCause(p.rs.jobParent)
 	defer cancel(nil)
-	job := p.rs.active.add(row, cancel, cj.sent, c.config.Lease)
+	job := p.rs.active.add(row, cancel, cj.sent, c.config.JobLease)
 	if w == nil {
 		p.rs.active.remove(job)
 		note := fmt.Sprintf("%s %q; waiting %s for a worker that knows it", ErrUnknownKind, row.Kind, c.config.UnknownKindDelay)

@@ -169,7 +169,7 @@ func run(o *options) error {
 		ID:                o.name,
 		Queues:            map[string]pgqueue.QueueConfig{pgqueue.DefaultQueue: {MaxWorkers: o.maxWorkers}},
 		Workers:           workers,
-		Lease:             o.lease,
+		JobLease:             o.lease,
 		HeartbeatInterval: o.heartbeat,
 		RescueInterval:    o.rescue,
 		LeaderTTL:         o.leaderTTL,
@@ -225,7 +225,7 @@ func (w *effectWorker) Work(ctx context.Context, job *pgqueue.Job[EffectArgs]) e
 		w.effects.Add(1)
 		return nil
 	}
-	if reason == reasonError && !w.opts.zombie && errors.Is(context.Cause(ctx), pgqueue.ErrLeaseLost) {
+	if reason == reasonError && !w.opts.zombie && errors.Is(context.Cause(ctx), pgqueue.ErrJobLeaseLost) {
 		// The client saw the lease go and stopped the write itself.
 		reason = reasonLeaseLost
 	}
@@ -259,7 +259,7 @@ func (w *effectWorker) apply(ctx context.Context, job *pgqueue.Job[EffectArgs]) 
 		}
 	}
 	if err := w.client.CompleteTx(ctx, tx, job.JobRow); err != nil {
-		if errors.Is(err, pgqueue.ErrLeaseLost) {
+		if errors.Is(err, pgqueue.ErrJobLeaseLost) {
 			return reasonLeaseLost, err
 		}
 		return reasonError, err

@@ -190,7 +190,7 @@ func run(o *options) error {
 		ID:                  id,
 		Queues:              map[string]pgqueue.QueueConfig{pgqueue.DefaultQueue: {MaxWorkers: o.workers}},
 		Workers:             workers,
-		Lease:               o.lease,
+		JobLease:               o.lease,
 		LeaderTTL:           o.lease,
 		RescueInterval:      o.lease / 4,
 		FetchPollInterval:   50 * time.Millisecond,
@@ -286,7 +286,7 @@ func (w *spanWorker) session(ctx context.Context, job *pgqueue.Job[SpanArgs]) (s
 		return "error", err
 	}
 	if err := w.client.CompleteTx(ctx, tx, job.JobRow); err != nil {
-		if errors.Is(err, pgqueue.ErrLeaseLost) {
+		if errors.Is(err, pgqueue.ErrJobLeaseLost) {
 			return "lease-lost", err
 		}
 		return "error", err

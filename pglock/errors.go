@@ -1,0 +1,58 @@
+package pglock
+
+import (
+	"errors"
+
+	"github.com/pgqueue/pgqueue/internal/dberr"
+	"github.com/pgqueue/pgqueue/internal/sqlschema"
+)
+
+// Sentinel errors. Match them with errors.Is; the errors pglock returns
+// wrap them with the operation and the lock's name.
+var (
+	// ErrBusy is returned by the Try forms (TryLockXact, TryLockSession,
+	// TryLockLease) when another holder has the lock. It never stands for
+	// a failure to reach the database.
+	ErrBusy = errors.New("pglock: lock busy")
+
+	// ErrLost is how every lock kind says it ended without its holder
+	// releasing it: the cause of a SessionLock's context when its
+	// connection died or a pooler moved its session (and Unlock's error
+	// then); the error of LeaseLock.Renew and LeaseLock.Release when the
+	// lease expired or was taken over; the cause of an Elector term's
+	// context when leadership ended. Another holder may have the lock
+	// already: stop acting under it at once.
+	ErrLost = errors.New("pglock: lock lost")
+
+	// ErrReleased is the cause of a SessionLock's context after Unlock.
+	ErrReleased = errors.New("pglock: lock released")
+
+	// ErrNotLocked is returned by SessionLock.Unlock when PostgreSQL
+	// answered that the session did not hold the lock, or when it was
+	// unlocked already.
+	ErrNotLocked = errors.New("pglock: lock not held")
+
+	// ErrNoSessionAffinity is returned by LockSession and TryLockSession
+	// when statements on one connection reach different server sessions,
+	// as through PgBouncer in transaction mode: session advisory locks
+	// cannot work there; use lease locks, which keep no session state.
+	ErrNoSessionAffinity = errors.New("pglock: connection has no session affinity (pooler in transaction mode?); session locks need one, use lease locks")
+
+	// ErrInvalidOption is returned for an option out of range: a lease ttl
+	// that is not positive, elector intervals that do not fit in its TTL.
+	ErrInvalidOption = errors.New("pglock: invalid option")
+
+	// ErrNilPool is returned by New when the pool is nil.
+	ErrNilPool = errors.New("pglock: nil pool")
+
+	// ErrInvalidSchema is returned by New when Config.Schema is not a
+	// valid schema name. It is the same value as pgqueue.ErrInvalidSchema.
+	ErrInvalidSchema = sqlschema.ErrInvalid
+
+	// ErrClosedPool is returned by any call that needs the database after
+	// the pool handed to New was closed. It is the same value as
+	// pgqueue.ErrClosedPool.
+	ErrClosedPool = dberr.ErrClosedPool
+)
+
+func dbError(op string, err error) error { return dberr.Wrap("pglock", op, err) }
