@@ -18,9 +18,10 @@ type Buffer struct {
 	buf bytes.Buffer
 }
 
-// Logger returns a text logger, at every level, that writes to b.
+// Logger returns a text logger that writes records of level Info and up
+// to b.
 func (b *Buffer) Logger() *slog.Logger {
-	return slog.New(slog.NewTextHandler(b, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	return slog.New(slog.NewTextHandler(b, nil))
 }
 
 // Write implements io.Writer.
