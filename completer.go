@@ -2,6 +2,9 @@ package pgqueue
 
 import (
 	"context"
+	"errors"
+	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -33,8 +36,17 @@ type result struct {
 // is bounded: when writes fall behind, executors wait, their slots stay
 // taken, and producers stop claiming.
 type completer struct {
-	c     *Client
-	rs    *runState
+	// query runs the write: the pool's Query, or a test hook.
+	query    func(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	q        *queries
+	outcomes *outcomeReader
+	log      *slog.Logger
+	// base is the parent of its writes, detached from Stop.
+	base context.Context
+	// giveUp is how long a batch whose writes keep failing is retried: a
+	// job lease, after which its jobs are rescued anyway.
+	giveUp time.Duration
+
 	in    chan result
 	quit  chan struct{} // closed by Stop once no executor will send
 	hurry chan struct{} // closed when Stop's context ended: stop retrying
@@ -48,17 +60,33 @@ type completer struct {
 	updated             map[int64]bool
 }
 
-func newCompleter(c *Client, rs *runState) *completer {
+// newCompleter returns a completer that writes batches of up to limit
+// results, gathered for up to delay, with query.
+func newCompleter(base context.Context, query func(ctx context.Context, sql string, args ...any) (pgx.Rows, error), q *queries, outcomes *outcomeReader, log *slog.Logger, limit int, delay, giveUp time.Duration) *completer {
 	return &completer{
-		c:     c,
-		rs:    rs,
-		in:    make(chan result, c.config.CompleteBatchSize*4),
-		quit:  make(chan struct{}),
-		hurry: make(chan struct{}),
-		done:  make(chan struct{}),
-		limit: c.config.CompleteBatchSize,
-		delay: c.config.CompleteBatchDelay,
+		query:    query,
+		q:        q,
+		outcomes: outcomes,
+		log:      log,
+		base:     base,
+		giveUp:   giveUp,
+		in:       make(chan result, limit*4),
+		quit:     make(chan struct{}),
+		hurry:    make(chan struct{}),
+		done:     make(chan struct{}),
+		limit:    limit,
+		delay:    delay,
 	}
+}
+
+// stop writes what is still queued and waits for it, once no executor
+// sends any more. When ctx ends first, failing writes are no longer
+// retried: the rescuer will find those jobs.
+func (k *completer) stop(ctx context.Context) {
+	stopHurry := context.AfterFunc(ctx, func() { close(k.hurry) })
+	defer stopHurry()
+	close(k.quit)
+	<-k.done
 }
 
 // send hands a result over, unless the completer has already finished (a
@@ -73,7 +101,7 @@ func (k *completer) send(r result) {
 	select {
 	case k.in <- r:
 	case <-k.done:
-		k.c.log.Warn("pgqueue: job finished after stop; left for rescue", "job", r.row.ID, "kind", r.row.Kind)
+		k.log.Warn("pgqueue: job finished after stop; left for rescue", "job", r.row.ID, "kind", r.row.Kind)
 		if r.written != nil {
 			r.written()
 		}
@@ -144,9 +172,8 @@ func (k *completer) write(batch []result) {
 			}
 		}
 	}()
-	c := k.c
 	pending := batch
-	giveUp := time.Now().Add(c.config.JobLease)
+	giveUp := time.Now().Add(k.giveUp)
 	for wait := 50 * time.Millisecond; len(pending) > 0; wait = min(2*wait, time.Second) {
 		updated, err := k.exec(pending)
 		switch {
@@ -155,7 +182,7 @@ func (k *completer) write(batch []result) {
 			return
 		case isServerError(err):
 			// The server answered: the statement failed and changed nothing.
-			c.log.Error("pgqueue: recording job results failed", "jobs", len(pending), "err", err)
+			k.log.Error("pgqueue: recording job results failed", "jobs", len(pending), "err", err)
 			return
 		case !pgconn.SafeToRetry(err):
 			// The statement may have run: learn which jobs it ended.
@@ -167,13 +194,13 @@ func (k *completer) write(batch []result) {
 			return
 		}
 		if time.Now().After(giveUp) {
-			c.log.Error("pgqueue: giving up recording job results; their jobs will be rescued", "jobs", len(pending), "err", err)
+			k.log.Error("pgqueue: giving up recording job results; their jobs will be rescued", "jobs", len(pending), "err", err)
 			return
 		}
 		select {
 		case <-time.After(wait):
 		case <-k.hurry:
-			c.log.Error("pgqueue: stop deadline passed while recording job results; their jobs will be rescued", "jobs", len(pending), "err", err)
+			k.log.Error("pgqueue: stop deadline passed while recording job results; their jobs will be rescued", "jobs", len(pending), "err", err)
 			return
 		}
 	}
@@ -189,18 +216,15 @@ func (k *completer) exec(batch []result) (map[int64]bool, error) {
 		allComplete = allComplete && r.op == opComplete
 	}
 	ids, fences := k.ids, k.fences
-	query := k.c.pool.Query
-	if k.c.testHooks.finishQuery != nil {
-		query = k.c.testHooks.finishQuery
-	}
-	ctx, cancel := context.WithTimeout(k.rs.base, writeTimeout)
+	query := k.query
+	ctx, cancel := context.WithTimeout(k.base, writeTimeout)
 	defer cancel()
 	var rows pgx.Rows
 	var err error
 	if allComplete {
-		rows, err = query(ctx, k.c.q.completeMany, oneShotPlan, ids, fences)
+		rows, err = query(ctx, k.q.completeMany, oneShotPlan, ids, fences)
 	} else {
-		rows, err = query(ctx, k.c.q.finish, oneShotPlan, ids, fences, k.ops, k.errs, k.traces, k.delays)
+		rows, err = query(ctx, k.q.finish, oneShotPlan, ids, fences, k.ops, k.errs, k.traces, k.delays)
 	}
 	if err != nil {
 		return nil, err
@@ -229,7 +253,7 @@ func (k *completer) unfinished(batch []result) (left []result, ok bool) {
 	for i, r := range batch {
 		ids[i] = r.row.ID
 	}
-	states, err := k.c.readOutcomes(k.rs.base, ids)
+	states, err := k.outcomes.read(ids)
 	if err != nil {
 		return nil, false
 	}
@@ -238,7 +262,7 @@ func (k *completer) unfinished(batch []result) (left []result, ok bool) {
 		case outcomePending:
 			left = append(left, r)
 		case outcomeLost:
-			k.c.log.Warn("pgqueue: job result refused", "job", r.row.ID, "kind", r.row.Kind, "fence", r.row.Fence, "err", ErrJobLeaseLost)
+			k.log.Warn("pgqueue: job result refused", "job", r.row.ID, "kind", r.row.Kind, "fence", r.row.Fence, "err", ErrJobLeaseLost)
 		}
 	}
 	return left, true
@@ -249,65 +273,15 @@ func (k *completer) unfinished(batch []result) (left []result, ok bool) {
 func (k *completer) reportLost(batch []result, updated map[int64]bool) {
 	for _, r := range batch {
 		if !updated[r.row.ID] {
-			k.c.log.Warn("pgqueue: job result refused", "job", r.row.ID, "kind", r.row.Kind, "fence", r.row.Fence, "err", ErrJobLeaseLost)
+			k.log.Warn("pgqueue: job result refused", "job", r.row.ID, "kind", r.row.Kind, "fence", r.row.Fence, "err", ErrJobLeaseLost)
 		}
 	}
 }
 
-// jobOutcome is what reading a job back tells a writer holding fence.
-type jobOutcome int
-
-const (
-	outcomePending jobOutcome = iota // still running under our fence: the write did not land
-	outcomeLanded                    // our fence, no longer running: a write of ours landed
-	outcomeLost                      // another fence, or gone: the job was taken over
-)
-
-// storedJob is a job's state and fence as read back.
-type storedJob struct {
-	state JobState
-	fence int64
-}
-
-func (s storedJob) of(fence int64) jobOutcome {
-	switch {
-	case s.fence != fence:
-		return outcomeLost
-	case s.state == StateRunning:
-		return outcomePending
-	default:
-		return outcomeLanded
-	}
-}
-
-func (c *Client) readOutcomes(base context.Context, ids []int64) (map[int64]storedJob, error) {
-	ctx, cancel := context.WithTimeout(base, writeTimeout)
-	defer cancel()
-	rows, err := c.pool.Query(ctx, c.q.jobOutcomes, ids)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	out := make(map[int64]storedJob, len(ids))
-	for rows.Next() {
-		var id int64
-		var state string
-		var fence *int64
-		if err := rows.Scan(&id, &state, &fence); err != nil {
-			return nil, err
-		}
-		s := storedJob{state: JobState(state)}
-		if fence != nil {
-			s.fence = *fence
-		}
-		out[id] = s
-	}
-	return out, rows.Err()
-}
-
-// landed reports whether a write by row's fence holder already ended the
-// job, such as the handler's own CompleteTx.
-func (c *Client) landed(rs *runState, row *JobRow) bool {
-	states, err := c.readOutcomes(rs.base, []int64{row.ID})
-	return err == nil && states[row.ID].of(row.Fence) == outcomeLanded
+// isServerError reports whether the server answered err: the statement
+// failed and changed nothing. Serialization failures (40xxx) and
+// shutdowns (57Pxx) are not counted: they are worth another try.
+func isServerError(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && !strings.HasPrefix(pgErr.Code, "40") && !strings.HasPrefix(pgErr.Code, "57P")
 }

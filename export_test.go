@@ -30,13 +30,15 @@ func Pool(c *Client) interface {
 
 // Claim runs one claim of up to limit jobs of queue, as a producer does.
 func Claim(ctx context.Context, c *Client, queue string, limit int) ([]*JobRow, error) {
-	return c.claim(&runState{base: ctx}, queue, limit)
+	claims := &claimer{pool: c.pool, q: c.q, base: ctx, jobLease: c.config.JobLease, clientID: c.config.ID}
+	return claims.claim(queue, limit)
 }
 
 // Complete writes the completion of jobs in one fenced statement, as the
 // completer does, and returns how many it updated.
 func Complete(ctx context.Context, c *Client, jobs []*JobRow) (int, error) {
-	k := newCompleter(c, &runState{base: ctx})
+	outcomes := &outcomeReader{pool: c.pool, q: c.q, base: ctx}
+	k := newCompleter(ctx, c.pool.Query, c.q, outcomes, c.log, len(jobs), 0, c.config.JobLease)
 	batch := make([]result, len(jobs))
 	for i, j := range jobs {
 		batch[i] = result{row: j, op: opComplete}

@@ -12,30 +12,6 @@ import (
 // staleFenceCode is the SQLSTATE check_fence raises for a stale token.
 const staleFenceCode = "PQF01"
 
-// CompleteTx completes job inside tx, so the job's database effects and its
-// completion commit together or not at all. It returns ErrJobLeaseLost when
-// the job no longer carries job.Fence or is no longer running (another
-// worker took it over): roll tx back then. Once tx commits, the worker
-// that runs the job does not complete it again, whatever the handler
-// returns.
-//
-// Call it from a handler with job.JobRow; tx may be on any connection to
-// the same database.
-func (c *Client) CompleteTx(ctx context.Context, tx pgx.Tx, job *JobRow) error {
-	if job == nil {
-		return fmt.Errorf("%w: nil job", ErrInvalidArgs)
-	}
-	tag, err := tx.Exec(ctx, c.q.complete, job.ID, job.Fence)
-	if err != nil {
-		return dbError(fmt.Sprintf("complete job %d", job.ID), err)
-	}
-	if tag.RowsAffected() == 0 {
-		return fmt.Errorf("complete job %d with fence %d: %w", job.ID, job.Fence, ErrJobLeaseLost)
-	}
-	c.markCompletedInTx(job)
-	return nil
-}
-
 // CheckFenceTx records token as the highest fence token seen for resource,
 // inside tx, or returns ErrStaleFence when a higher token was already
 // recorded. Do your write to resource in the same tx: the check holds a lock

@@ -2,136 +2,11 @@ package pgqueue
 
 import (
 	"context"
-	"sync"
-	"sync/atomic"
+	"log/slog"
 	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
 )
-
-// activeJob is a job this client is running, with what it needs to keep or
-// give up the claim.
-type activeJob struct {
-	row    *JobRow
-	cancel context.CancelCauseFunc
-	// leaseEnd is when the claim's lease ends by this process's monotonic
-	// clock (see activeJobs.at); heartbeats move it. The expiry sweep
-	// cancels the job with ErrJobLeaseLost once it passes: one sweep for all
-	// jobs costs less than a timer per job.
-	leaseEnd atomic.Int64
-	// expired is set by the sweep that cancelled the job.
-	expired atomic.Bool
-	// lost is set when a heartbeat found the claim gone: the job's result
-	// is not written, it would be refused anyway.
-	lost atomic.Bool
-	// completedInTx is set by CompleteTx; the executor then checks whether
-	// that transaction committed instead of completing the job again.
-	completedInTx atomic.Bool
-}
-
-// activeJobs is the registry of a started client's running jobs.
-type activeJobs struct {
-	// epoch is the origin of leaseEnd: times are kept as monotonic
-	// nanoseconds since it.
-	epoch time.Time
-	mu    sync.Mutex
-	byID  map[int64]*activeJob
-	// stopped, once set, is the cause every job added later is cancelled
-	// with at once (see cancelAll).
-	stopped error
-}
-
-func newActiveJobs() activeJobs {
-	return activeJobs{epoch: time.Now(), byID: map[int64]*activeJob{}}
-}
-
-// at converts t to the registry's clock.
-func (a *activeJobs) at(t time.Time) int64 { return int64(t.Sub(a.epoch)) }
-
-// add registers a claimed job. sent is when the claim was sent: the
-// database's lease started no earlier, so sent+lease is a safe local end.
-func (a *activeJobs) add(row *JobRow, cancel context.CancelCauseFunc, sent time.Time, lease time.Duration) *activeJob {
-	j := &activeJob{row: row, cancel: cancel}
-	j.leaseEnd.Store(a.at(sent.Add(lease)))
-	a.mu.Lock()
-	a.byID[row.ID] = j
-	stopped := a.stopped
-	a.mu.Unlock()
-	if stopped != nil {
-		cancel(stopped)
-	}
-	return j
-}
-
-// cancelAll cancels every running job, and every job added from now on,
-// with cause. Job contexts are not children of the client's context: a
-// thousand jobs registering with one parent contend on its lock.
-func (a *activeJobs) cancelAll(cause error) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	a.stopped = cause
-	for _, j := range a.byID {
-		j.cancel(cause)
-	}
-}
-
-// expire cancels, with ErrJobLeaseLost, the jobs whose lease ends before
-// now+margin by the local clock. buf is reused between calls.
-func (a *activeJobs) expire(now time.Time, margin time.Duration, buf []*activeJob) []*activeJob {
-	limit := a.at(now.Add(margin))
-	buf = buf[:0]
-	a.mu.Lock()
-	for _, j := range a.byID {
-		if j.leaseEnd.Load() <= limit && !j.expired.Load() {
-			buf = append(buf, j)
-		}
-	}
-	a.mu.Unlock()
-	for _, j := range buf {
-		if j.expired.CompareAndSwap(false, true) {
-			j.cancel(ErrJobLeaseLost)
-		}
-	}
-	return buf
-}
-
-func (a *activeJobs) remove(j *activeJob) {
-	a.mu.Lock()
-	if a.byID[j.row.ID] == j {
-		delete(a.byID, j.row.ID)
-	}
-	a.mu.Unlock()
-}
-
-// find returns the active job with this id and fence, if any.
-func (a *activeJobs) find(id, fence int64) *activeJob {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if j := a.byID[id]; j != nil && j.row.Fence == fence {
-		return j
-	}
-	return nil
-}
-
-func (a *activeJobs) snapshot() []*activeJob {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	out := make([]*activeJob, 0, len(a.byID))
-	for _, j := range a.byID {
-		out = append(out, j)
-	}
-	return out
-}
-
-func (c *Client) markCompletedInTx(job *JobRow) {
-	c.mu.Lock()
-	rs := c.running
-	c.mu.Unlock()
-	if rs == nil {
-		return
-	}
-	if j := rs.active.find(job.ID, job.Fence); j != nil {
-		j.completedInTx.Store(true)
-	}
-}
 
 // expirySweep is how often running jobs are checked for a lease that ran
 // out by the local clock: Lease/20, so at least 50 ms (Lease is at least
@@ -141,48 +16,75 @@ func expirySweep(lease time.Duration) time.Duration {
 	return min(lease/20, 500*time.Millisecond)
 }
 
-// runHeartbeats renews the leases of all running jobs of this client in one
-// fenced statement every HeartbeatInterval. A job the statement did not
-// renew was lost and is cancelled with ErrJobLeaseLost. Between heartbeats it
-// cancels the jobs whose lease ran out by the local clock.
-func (c *Client) runHeartbeats(rs *runState) {
-	defer rs.heartbeats.Done()
-	tick := time.NewTicker(c.config.HeartbeatInterval)
+// heartbeater renews the leases of all running jobs of a client in one
+// fenced statement every interval (sql/heartbeat.sql). A job the
+// statement did not renew was lost and is cancelled with ErrJobLeaseLost.
+// Between heartbeats it cancels the jobs whose lease ran out by the local
+// clock.
+type heartbeater struct {
+	pool   *pgxpool.Pool
+	q      *queries
+	active *activeJobs
+	log    *slog.Logger
+	// base is the parent of its writes, detached from Stop: heartbeats go
+	// on while running jobs finish during Stop.
+	base     context.Context
+	interval time.Duration
+	jobLease time.Duration
+	quit     chan struct{} // closed by stop
+	done     chan struct{} // closed when run returns
+}
+
+func newHeartbeater(base context.Context, pool *pgxpool.Pool, q *queries, active *activeJobs, log *slog.Logger, interval, jobLease time.Duration) *heartbeater {
+	return &heartbeater{pool: pool, q: q, active: active, log: log, base: base, interval: interval, jobLease: jobLease,
+		quit: make(chan struct{}), done: make(chan struct{})}
+}
+
+// stop ends run and waits for it.
+func (h *heartbeater) stop() {
+	close(h.quit)
+	<-h.done
+}
+
+// run renews and sweeps until stop.
+func (h *heartbeater) run() {
+	defer close(h.done)
+	tick := time.NewTicker(h.interval)
 	defer tick.Stop()
-	sweep := expirySweep(c.config.JobLease)
+	sweep := expirySweep(h.jobLease)
 	sweepTick := time.NewTicker(sweep)
 	defer sweepTick.Stop()
 	var buf []*activeJob
 	for {
 		select {
-		case <-rs.heartbeatsDone:
+		case <-h.quit:
 			return
 		case now := <-sweepTick.C:
-			buf = rs.active.expire(now, sweep, buf)
+			buf = h.active.expire(now, sweep, buf)
 			continue
 		case <-tick.C:
 		}
-		jobs := rs.active.snapshot()
+		jobs := h.active.snapshot()
 		if len(jobs) == 0 {
 			continue
 		}
-		if err := c.heartbeat(rs, jobs); err != nil {
+		if err := h.heartbeat(jobs); err != nil {
 			// The expiry sweep cancels the jobs if this goes on for a lease.
-			c.log.Error("pgqueue: heartbeat failed", "jobs", len(jobs), "err", err)
+			h.log.Error("pgqueue: heartbeat failed", "jobs", len(jobs), "err", err)
 		}
 	}
 }
 
-func (c *Client) heartbeat(rs *runState, jobs []*activeJob) error {
+func (h *heartbeater) heartbeat(jobs []*activeJob) error {
 	ids := make([]int64, len(jobs))
 	fences := make([]int64, len(jobs))
 	for i, j := range jobs {
 		ids[i], fences[i] = j.row.ID, j.row.Fence
 	}
-	ctx, cancel := context.WithTimeout(rs.base, c.config.HeartbeatInterval)
+	ctx, cancel := context.WithTimeout(h.base, h.interval)
 	defer cancel()
 	sent := time.Now()
-	rows, err := c.pool.Query(ctx, c.q.heartbeat, oneShotPlan, ids, fences, c.config.JobLease.Microseconds())
+	rows, err := h.pool.Query(ctx, h.q.heartbeat, oneShotPlan, ids, fences, h.jobLease.Microseconds())
 	if err != nil {
 		return dbError("heartbeat", err)
 	}
@@ -198,7 +100,7 @@ func (c *Client) heartbeat(rs *runState, jobs []*activeJob) error {
 	if err := rows.Err(); err != nil {
 		return dbError("heartbeat", err)
 	}
-	until := rs.active.at(sent.Add(c.config.JobLease))
+	until := h.active.at(sent.Add(h.jobLease))
 	for _, j := range jobs {
 		if held[j.row.ID] {
 			j.leaseEnd.Store(until)
@@ -209,7 +111,7 @@ func (c *Client) heartbeat(rs *runState, jobs []*activeJob) error {
 		}
 		j.lost.Store(true)
 		j.cancel(ErrJobLeaseLost)
-		c.log.Warn("pgqueue: lease lost", "job", j.row.ID, "kind", j.row.Kind, "fence", j.row.Fence)
+		h.log.Warn("pgqueue: lease lost", "job", j.row.ID, "kind", j.row.Kind, "fence", j.row.Fence)
 	}
 	return nil
 }

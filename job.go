@@ -2,6 +2,7 @@ package pgqueue
 
 import (
 	"encoding/json"
+	"fmt"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -16,6 +17,16 @@ import (
 // a struct type.
 type JobArgs interface {
 	Kind() string
+}
+
+// validateKind checks a kind as returned by JobArgs.Kind: stored in a text
+// column and compared byte for byte, it must not be empty, and 255 bytes
+// are plenty for a stable name.
+func validateKind(kind string) error {
+	if kind == "" || len(kind) > 255 {
+		return fmt.Errorf("%w: %q", ErrInvalidKind, kind)
+	}
+	return nil
 }
 
 // JobState is the state of a job row.

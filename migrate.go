@@ -1,21 +1,23 @@
 package pgqueue
 
 import (
-	"bytes"
 	"context"
 	"database/sql"
 	"errors"
 	"fmt"
 	"io"
 	"os"
+	"strings"
 
 	"github.com/golang-migrate/migrate/v4"
 	migratepgx "github.com/golang-migrate/migrate/v4/database/pgx/v5"
 	"github.com/golang-migrate/migrate/v4/source"
 	"github.com/golang-migrate/migrate/v4/source/iofs"
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jackc/pgx/v5/stdlib"
 
+	"github.com/pgqueue/pgqueue/internal/sqlschema"
 	"github.com/pgqueue/pgqueue/migrations"
 )
 
@@ -39,6 +41,7 @@ type Migrator struct {
 	m      *migrate.Migrate
 	db     *sql.DB
 	pool   *pgxpool.Pool
+	q      *queries
 	schema string
 }
 
@@ -52,10 +55,11 @@ func NewMigrator(ctx context.Context, pool *pgxpool.Pool, schema string) (*Migra
 	if schema == "" {
 		schema = DefaultSchema
 	}
-	if err := validateSchema(schema); err != nil {
+	q, err := loadQueries(schema) // validates the schema
+	if err != nil {
 		return nil, err
 	}
-	if err := createSchema(ctx, pool, schema); err != nil {
+	if err := createSchema(ctx, pool, q, schema); err != nil {
 		return nil, err
 	}
 	src, err := newSchemaSource(schema)
@@ -66,7 +70,7 @@ func NewMigrator(ctx context.Context, pool *pgxpool.Pool, schema string) (*Migra
 	driver, err := migratepgx.WithInstance(db, &migratepgx.Config{
 		// Quoted and schema-qualified, so each schema has its own version
 		// table and its own golang-migrate lock.
-		MigrationsTable:       quoteSchema(schema) + `."schema_migrations"`,
+		MigrationsTable:       pgx.Identifier{schema, "schema_migrations"}.Sanitize(),
 		MigrationsTableQuoted: true,
 		SchemaName:            schema,
 	})
@@ -79,22 +83,22 @@ func NewMigrator(ctx context.Context, pool *pgxpool.Pool, schema string) (*Migra
 		_ = driver.Close()
 		return nil, fmt.Errorf("pgqueue: migrate: %w", err)
 	}
-	return &Migrator{m: m, db: db, pool: pool, schema: schema}, nil
+	return &Migrator{m: m, db: db, pool: pool, q: q, schema: schema}, nil
 }
 
 // createSchema creates the schema under a transaction-scoped advisory lock:
 // concurrent CREATE SCHEMA IF NOT EXISTS can otherwise fail with a unique
 // violation.
-func createSchema(ctx context.Context, pool *pgxpool.Pool, schema string) error {
+func createSchema(ctx context.Context, pool *pgxpool.Pool, q *queries, schema string) error {
 	tx, err := pool.Begin(ctx)
 	if err != nil {
 		return dbError("migrate: create schema", err)
 	}
 	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
-	if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock(hashtextextended('pgqueue:create-schema:' || $1, 0))", schema); err != nil {
+	if _, err := tx.Exec(ctx, q.createSchemaLock, schema); err != nil {
 		return dbError("migrate: create schema", err)
 	}
-	if _, err := tx.Exec(ctx, "CREATE SCHEMA IF NOT EXISTS "+quoteSchema(schema)); err != nil {
+	if _, err := tx.Exec(ctx, q.createSchema); err != nil {
 		return dbError("migrate: create schema", err)
 	}
 	return dbError("migrate: create schema", tx.Commit(ctx))
@@ -155,14 +159,13 @@ func (mg *Migrator) run(ctx context.Context, op string, step func() error) (_ Mi
 	if err != nil {
 		return MigrateResult{}, dbError("migrate "+op, err)
 	}
-	const lockKey = "SELECT hashtextextended('pgqueue:migrate:' || $1, 0)"
-	if _, err := conn.Exec(ctx, "SELECT pg_advisory_lock(("+lockKey+"))", mg.schema); err != nil {
+	if _, err := conn.Exec(ctx, mg.q.migrateLock, mg.schema); err != nil {
 		conn.Release()
 		return MigrateResult{}, dbError("migrate "+op+": lock", err)
 	}
 	defer func() {
 		var unlocked bool
-		uerr := conn.QueryRow(context.WithoutCancel(ctx), "SELECT pg_advisory_unlock(("+lockKey+"))", mg.schema).Scan(&unlocked)
+		uerr := conn.QueryRow(context.WithoutCancel(ctx), mg.q.migrateUnlock, mg.schema).Scan(&unlocked)
 		if uerr != nil || !unlocked {
 			// Closing the session is the sure way to drop its lock.
 			_ = conn.Conn().Close(context.WithoutCancel(ctx))
@@ -216,7 +219,7 @@ func Migrate(ctx context.Context, pool *pgxpool.Pool, schema string) (MigrateRes
 // schema placeholder filled in as files are read.
 type schemaSource struct {
 	source.Driver
-	quoted []byte
+	schema string
 }
 
 func newSchemaSource(schema string) (source.Driver, error) {
@@ -224,7 +227,7 @@ func newSchemaSource(schema string) (source.Driver, error) {
 	if err != nil {
 		return nil, fmt.Errorf("pgqueue: migrate: read migrations: %w", err)
 	}
-	return &schemaSource{Driver: inner, quoted: []byte(quoteSchema(schema))}, nil
+	return &schemaSource{Driver: inner, schema: schema}, nil
 }
 
 func (s *schemaSource) ReadUp(version uint) (io.ReadCloser, string, error) {
@@ -244,6 +247,5 @@ func (s *schemaSource) fill(r io.ReadCloser, id string, err error) (io.ReadClose
 	if err != nil {
 		return nil, id, err
 	}
-	b = bytes.ReplaceAll(b, []byte(migrations.SchemaPlaceholder), s.quoted)
-	return io.NopCloser(bytes.NewReader(b)), id, nil
+	return io.NopCloser(strings.NewReader(sqlschema.Fill(string(b), s.schema))), id, nil
 }

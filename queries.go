@@ -2,25 +2,18 @@ package pgqueue
 
 import (
 	"embed"
-	"fmt"
-	"regexp"
-	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/pgqueue/pgqueue/migrations"
+	"github.com/pgqueue/pgqueue/internal/sqlschema"
 )
 
+// sqlFiles holds every statement the package runs, one file each; Go code
+// names a statement, it never builds one.
+//
 //go:embed sql/*.sql
 var sqlFiles embed.FS
-
-// DefaultSchema is the schema pgqueue's tables live in unless Config.Schema
-// says otherwise.
-const DefaultSchema = "pgqueue"
-
-// SchemaPattern is what a schema name must match: a lower-case SQL
-// identifier of at most 63 bytes. It is quoted wherever it is used.
-var SchemaPattern = regexp.MustCompile(`^[a-z_][a-z0-9_]{0,62}$`)
 
 // oneShotPlan, passed first among a statement's arguments, has PostgreSQL
 // plan it for the arrays it is given, every time. Statements joining
@@ -29,42 +22,39 @@ var SchemaPattern = regexp.MustCompile(`^[a-z_][a-z0-9_]{0,62}$`)
 // two seconds for one batch of 2,000 results.
 const oneShotPlan = pgx.QueryExecModeCacheDescribe
 
+// writeTimeout bounds each statement that claims jobs or records their
+// results.
+const writeTimeout = 15 * time.Second
+
 // queries holds every statement of sql/, with the schema filled in once.
 type queries struct {
-	claim, insert, insertMany, complete, completeMany, finish, schedule string
-	notify, notifyQueues, notifyDue, poll                               string
-	heartbeat, rescueCandidates, rescue, jobOutcomes, checkFence        string
+	// enqueue
+	insert, insertMany, copyJobs, copyJobsScheduled string
+	notify, notifyQueues, notifyDue                 string
+	// work
+	claim, poll, heartbeat, complete, completeMany, finish, jobOutcomes string
+	setIdleTimeout, checkFence                                          string
+	// maintenance
+	schedule, rescueCandidates, rescue string
+	// migrations
+	createSchemaLock, createSchema, migrateLock, migrateUnlock string
 }
 
-func validateSchema(schema string) error {
-	if !SchemaPattern.MatchString(schema) {
-		return fmt.Errorf("%w: %q does not match %s", ErrInvalidSchema, schema, SchemaPattern)
-	}
-	return nil
-}
-
-// quoteSchema returns the schema as a quoted identifier.
-func quoteSchema(schema string) string {
-	return pgx.Identifier{schema}.Sanitize()
-}
-
+// loadQueries reads sql/ with schema, which must be valid, filled in.
 func loadQueries(schema string) (*queries, error) {
-	if err := validateSchema(schema); err != nil {
-		return nil, err
-	}
-	quoted := quoteSchema(schema)
 	q := &queries{}
-	for name, dst := range map[string]*string{
-		"claim": &q.claim, "insert": &q.insert, "insert_many": &q.insertMany, "notify_due": &q.notifyDue, "poll": &q.poll, "complete": &q.complete, "finish": &q.finish, "complete_many": &q.completeMany,
-		"schedule": &q.schedule, "notify": &q.notify, "notify_queues": &q.notifyQueues,
-		"heartbeat": &q.heartbeat, "rescue_candidates": &q.rescueCandidates, "rescue": &q.rescue,
-		"job_outcomes": &q.jobOutcomes, "check_fence": &q.checkFence,
-	} {
-		b, err := sqlFiles.ReadFile("sql/" + name + ".sql")
-		if err != nil {
-			return nil, fmt.Errorf("pgqueue: load query %s: %w", name, err)
-		}
-		*dst = strings.ReplaceAll(string(b), migrations.SchemaPlaceholder, quoted)
+	err := sqlschema.Load(sqlFiles, "sql", schema, map[string]*string{
+		"insert": &q.insert, "insert_many": &q.insertMany, "copy_jobs": &q.copyJobs, "copy_jobs_scheduled": &q.copyJobsScheduled,
+		"notify": &q.notify, "notify_queues": &q.notifyQueues, "notify_due": &q.notifyDue,
+		"claim": &q.claim, "poll": &q.poll, "heartbeat": &q.heartbeat, "complete": &q.complete,
+		"complete_many": &q.completeMany, "finish": &q.finish, "job_outcomes": &q.jobOutcomes,
+		"set_idle_timeout": &q.setIdleTimeout, "check_fence": &q.checkFence,
+		"schedule": &q.schedule, "rescue_candidates": &q.rescueCandidates, "rescue": &q.rescue,
+		"create_schema_lock": &q.createSchemaLock, "create_schema": &q.createSchema,
+		"migrate_lock": &q.migrateLock, "migrate_unlock": &q.migrateUnlock,
+	})
+	if err != nil {
+		return nil, err
 	}
 	return q, nil
 }

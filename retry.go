@@ -1,8 +1,6 @@
 package pgqueue
 
 import (
-	"errors"
-	"fmt"
 	"math"
 	"math/rand/v2"
 	"time"
@@ -34,9 +32,6 @@ type ExponentialBackoff struct {
 	Jitter float64
 }
 
-// DefaultRetryPolicy waits 1s, 2s, 4s, ... up to an hour, ±20%.
-var DefaultRetryPolicy RetryPolicy = ExponentialBackoff{}
-
 // NextRetry implements RetryPolicy.
 func (b ExponentialBackoff) NextRetry(attempt int, _ error) time.Duration {
 	base, maxDelay, jitter := b.Base, b.Max, b.Jitter
@@ -59,31 +54,4 @@ func (b ExponentialBackoff) NextRetry(attempt int, _ error) time.Duration {
 	d = min(d, float64(maxDelay))
 	d += d * jitter * (2*rand.Float64() - 1)
 	return time.Duration(d)
-}
-
-// jobCancelError ends a job without further attempts.
-type jobCancelError struct{ err error }
-
-func (e *jobCancelError) Error() string { return "job cancelled: " + e.err.Error() }
-func (e *jobCancelError) Unwrap() error { return e.err }
-
-// JobCancel, returned by a handler, ends the job as cancelled with no
-// further attempts; err's text is kept in the job's errors. A nil err
-// records "cancelled".
-func JobCancel(err error) error {
-	if err == nil {
-		err = errors.New("cancelled")
-	}
-	return &jobCancelError{err: err}
-}
-
-// jobSnoozeError asks for another run later without spending an attempt.
-type jobSnoozeError struct{ after time.Duration }
-
-func (e *jobSnoozeError) Error() string { return fmt.Sprintf("job snoozed for %s", e.after) }
-
-// JobSnooze, returned by a handler, puts the job back to run again after d
-// without spending an attempt. d ≤ 0 makes it available at once.
-func JobSnooze(d time.Duration) error {
-	return &jobSnoozeError{after: d}
 }

@@ -4,7 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/pgqueue/pgqueue/pglock"
 )
@@ -45,14 +48,25 @@ type singletonRun struct {
 	release func()
 }
 
-// runSingleton takes the job's key lock in w's mode and runs the handler
+// singletonRunner runs the handlers of singleton jobs under their key's
+// lock, taken through pglock like any user would.
+type singletonRunner struct {
+	pool  *pgxpool.Pool
+	q     *queries
+	locks *pglock.Locker
+	log   *slog.Logger
+	// jobLease bounds how long a SingletonXact transaction may sit idle.
+	jobLease time.Duration
+}
+
+// run takes the job's key lock in its worker's mode and runs the handler
 // under it. ctx is the job's context (ended by lease loss or Stop);
-// handlerCtx adds the handler's timeout.
-func (c *Client) runSingleton(ctx, handlerCtx context.Context, cancel context.CancelCauseFunc, job *activeJob, cj *claimedJob) singletonRun {
+// handlerCtx adds the handler's timeout; cancel cancels ctx.
+func (r *singletonRunner) run(ctx, handlerCtx context.Context, cancel context.CancelCauseFunc, job *activeJob, cj *claimedJob) singletonRun {
 	row, w := job.row, cj.w
 	name := SingletonResource(row.SingletonKey)
 	if w.mode == SingletonSession {
-		lock, err := c.locks.TryLockSession(ctx, name, nil)
+		lock, err := r.locks.TryLockSession(ctx, name, nil)
 		if errors.Is(err, pglock.ErrBusy) {
 			return singletonRun{busy: true}
 		}
@@ -63,12 +77,12 @@ func (c *Client) runSingleton(ctx, handlerCtx context.Context, cancel context.Ca
 			uctx, ucancel := context.WithTimeout(context.WithoutCancel(ctx), writeTimeout)
 			defer ucancel()
 			if err := lock.Unlock(uctx); err != nil {
-				c.log.Warn("pgqueue: singleton unlock", "job", row.ID, "key", row.SingletonKey, "err", err)
+				r.log.Warn("pgqueue: singleton unlock", "job", row.ID, "key", row.SingletonKey, "err", err)
 			}
 		}
 		// Claim the resource's fence first: from here on, writes fenced
 		// with an older holder's LockFence are refused.
-		if _, err := c.pool.Exec(ctx, c.q.checkFence, name, lock.Fence()); err != nil {
+		if _, err := r.pool.Exec(ctx, r.q.checkFence, name, lock.Fence()); err != nil {
 			release()
 			return singletonRun{err: fmt.Errorf("singleton %q: record fence: %w", row.SingletonKey, err)}
 		}
@@ -78,15 +92,15 @@ func (c *Client) runSingleton(ctx, handlerCtx context.Context, cancel context.Ca
 		return singletonRun{err: err, trace: trace, release: release}
 	}
 
-	tx, err := c.pool.Begin(ctx)
+	tx, err := r.pool.Begin(ctx)
 	if err != nil {
 		return singletonRun{err: dbError("singleton begin", err)}
 	}
 	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
-	if _, err := tx.Exec(ctx, "SELECT set_config('idle_in_transaction_session_timeout', $1, true)", fmt.Sprint(c.config.JobLease.Milliseconds())); err != nil {
+	if _, err := tx.Exec(ctx, r.q.setIdleTimeout, fmt.Sprint(r.jobLease.Milliseconds())); err != nil {
 		return singletonRun{err: dbError("singleton set timeout", err)}
 	}
-	fence, err := c.locks.TryLockXact(ctx, tx, name)
+	fence, err := r.locks.TryLockXact(ctx, tx, name)
 	if errors.Is(err, pglock.ErrBusy) {
 		return singletonRun{busy: true}
 	}
@@ -98,9 +112,10 @@ func (c *Client) runSingleton(ctx, handlerCtx context.Context, cancel context.Ca
 		return singletonRun{err: err, trace: trace}
 	}
 	if !job.completedInTx.Load() { // unless the handler did it itself
-		if err := c.CompleteTx(ctx, tx, row); err != nil {
+		if err := completeInTx(ctx, tx, r.q, row); err != nil {
 			return singletonRun{err: err}
 		}
+		job.completedInTx.Store(true)
 	}
 	if err := tx.Commit(ctx); err != nil {
 		// completedInTx is set: the executor reads the row back to learn
@@ -109,6 +124,3 @@ func (c *Client) runSingleton(ctx, handlerCtx context.Context, cancel context.Ca
 	}
 	return singletonRun{}
 }
-
-// DefaultSingletonRetryDelay is Config.SingletonRetryDelay's default.
-const DefaultSingletonRetryDelay = time.Second

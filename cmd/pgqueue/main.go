@@ -32,7 +32,7 @@ import (
 	"regexp"
 	"syscall"
 
-	"github.com/pgqueue/pgqueue"
+	"github.com/pgqueue/pgqueue/internal/sqlschema"
 )
 
 // Exit codes of every command.
@@ -162,8 +162,8 @@ func (f *dbFlags) register(fs *flag.FlagSet, defaultSchema string) {
 // checkSchema refuses a schema name pgqueue would refuse, before any
 // connection is made.
 func (f *dbFlags) checkSchema() error {
-	if !pgqueue.SchemaPattern.MatchString(f.schema) {
-		return usagef("invalid --schema %q: must match %s", f.schema, pgqueue.SchemaPattern)
+	if err := sqlschema.Validate(f.schema); err != nil {
+		return usagef("invalid --schema: %v", err)
 	}
 	return nil
 }

@@ -63,11 +63,10 @@ func (c *Client) copyInSavepoint(ctx context.Context, sp pgx.Tx, params []Enqueu
 // scheduled, fed by an encoder goroutine through a pipe. due collects the
 // queues of the jobs due now.
 func (c *Client) copyStream(ctx context.Context, sp pgx.Tx, params []EnqueueParams, later bool, due map[string]bool) (int64, error) {
-	cols := "queue, kind, args, priority, max_attempts, tags, meta, singleton_key"
+	sql := c.q.copyJobs
 	if later {
-		cols += ", run_at, state"
+		sql = c.q.copyJobsScheduled
 	}
-	sql := "COPY " + pgx.Identifier{c.config.Schema, "jobs"}.Sanitize() + " (" + cols + ") FROM STDIN (FORMAT binary)"
 
 	pr, pw := io.Pipe()
 	encodeErr := make(chan error, 1)
@@ -136,7 +135,7 @@ func (c *Client) encodeCopy(w io.Writer, params []EnqueueParams, later bool, due
 }
 
 // appendCopyRow appends one job as a binary COPY tuple whose fields follow
-// copyStream's column list.
+// the column list of sql/copy_jobs.sql (later: sql/copy_jobs_scheduled.sql).
 func appendCopyRow(b []byte, job *encodedJob, later bool) []byte {
 	fields := 8
 	if later {

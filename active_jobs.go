@@ -1,0 +1,130 @@
+package pgqueue
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// activeJob is a job this client is running, with what it needs to keep or
+// give up the claim.
+type activeJob struct {
+	row    *JobRow
+	cancel context.CancelCauseFunc
+	// leaseEnd is when the claim's lease ends by this process's monotonic
+	// clock (see activeJobs.at); heartbeats move it. The expiry sweep
+	// cancels the job with ErrJobLeaseLost once it passes: one sweep for all
+	// jobs costs less than a timer per job.
+	leaseEnd atomic.Int64
+	// expired is set by the sweep that cancelled the job.
+	expired atomic.Bool
+	// lost is set when a heartbeat found the claim gone: the job's result
+	// is not written, it would be refused anyway.
+	lost atomic.Bool
+	// completedInTx is set by CompleteTx; the executor then checks whether
+	// that transaction committed instead of completing the job again.
+	completedInTx atomic.Bool
+}
+
+// activeJobs is the registry of a started client's running jobs.
+type activeJobs struct {
+	// epoch is the origin of leaseEnd: times are kept as monotonic
+	// nanoseconds since it.
+	epoch time.Time
+	mu    sync.Mutex
+	byID  map[int64]*activeJob
+	// stopped, once set, is the cause every job added later is cancelled
+	// with at once (see cancelAll).
+	stopped error
+}
+
+func newActiveJobs() *activeJobs {
+	return &activeJobs{epoch: time.Now(), byID: map[int64]*activeJob{}}
+}
+
+// at converts t to the registry's clock.
+func (a *activeJobs) at(t time.Time) int64 { return int64(t.Sub(a.epoch)) }
+
+// add registers a claimed job. sent is when the claim was sent: the
+// database's lease started no earlier, so sent+lease is a safe local end.
+func (a *activeJobs) add(row *JobRow, cancel context.CancelCauseFunc, sent time.Time, lease time.Duration) *activeJob {
+	j := &activeJob{row: row, cancel: cancel}
+	j.leaseEnd.Store(a.at(sent.Add(lease)))
+	a.mu.Lock()
+	a.byID[row.ID] = j
+	stopped := a.stopped
+	a.mu.Unlock()
+	if stopped != nil {
+		cancel(stopped)
+	}
+	return j
+}
+
+// cancelAll cancels every running job, and every job added from now on,
+// with cause. Job contexts are not children of the client's context: a
+// thousand jobs registering with one parent contend on its lock.
+func (a *activeJobs) cancelAll(cause error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.stopped = cause
+	for _, j := range a.byID {
+		j.cancel(cause)
+	}
+}
+
+// expire cancels, with ErrJobLeaseLost, the jobs whose lease ends before
+// now+margin by the local clock. buf is reused between calls.
+func (a *activeJobs) expire(now time.Time, margin time.Duration, buf []*activeJob) []*activeJob {
+	limit := a.at(now.Add(margin))
+	buf = buf[:0]
+	a.mu.Lock()
+	for _, j := range a.byID {
+		if j.leaseEnd.Load() <= limit && !j.expired.Load() {
+			buf = append(buf, j)
+		}
+	}
+	a.mu.Unlock()
+	for _, j := range buf {
+		if j.expired.CompareAndSwap(false, true) {
+			j.cancel(ErrJobLeaseLost)
+		}
+	}
+	return buf
+}
+
+func (a *activeJobs) remove(j *activeJob) {
+	a.mu.Lock()
+	if a.byID[j.row.ID] == j {
+		delete(a.byID, j.row.ID)
+	}
+	a.mu.Unlock()
+}
+
+// find returns the active job with this id and fence, if any.
+func (a *activeJobs) find(id, fence int64) *activeJob {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if j := a.byID[id]; j != nil && j.row.Fence == fence {
+		return j
+	}
+	return nil
+}
+
+func (a *activeJobs) snapshot() []*activeJob {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	out := make([]*activeJob, 0, len(a.byID))
+	for _, j := range a.byID {
+		out = append(out, j)
+	}
+	return out
+}
+
+// markCompletedInTx notes that the handler of the job with this id and
+// fence completed it in its own transaction (CompleteTx).
+func (a *activeJobs) markCompletedInTx(id, fence int64) {
+	if j := a.find(id, fence); j != nil {
+		j.completedInTx.Store(true)
+	}
+}

@@ -1,0 +1,271 @@
+package pgqueue
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/pgqueue/pgqueue/internal/notifier"
+	"github.com/pgqueue/pgqueue/pglock"
+)
+
+// Client enqueues jobs and, once started, works the configured queues.
+// It is safe for concurrent use.
+type Client struct {
+	pool   *pgxpool.Pool
+	config *Config
+	q      *queries
+	locks  *pglock.Locker
+	log    *slog.Logger
+
+	// channel is the NOTIFY channel of the schema's inserts; the payload
+	// is the queue name.
+	channel string
+
+	testHooks testHooks
+
+	mu      sync.Mutex
+	running *started // nil unless started
+	// active is the running-jobs registry of the last Start. It outlives
+	// Stop, so a handler still draining can complete its job in its own
+	// transaction (CompleteTx).
+	active *activeJobs
+}
+
+// New returns a client on pool. A nil config means defaults (see Config).
+// New does not touch the database; the schema must have been created with
+// Migrate. It returns ErrNoWorkers when Config.Queues is set without
+// Config.Workers.
+func New(pool *pgxpool.Pool, config *Config) (*Client, error) {
+	if pool == nil {
+		return nil, ErrNilPool
+	}
+	cfg, err := config.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	if len(cfg.Queues) > 0 && cfg.Workers == nil {
+		return nil, ErrNoWorkers
+	}
+	q, err := loadQueries(cfg.Schema)
+	if err != nil {
+		return nil, err
+	}
+	locks, err := pglock.New(pool, &pglock.Config{Schema: cfg.Schema, Logger: cfg.Logger})
+	if err != nil {
+		return nil, err
+	}
+	return &Client{pool: pool, config: cfg, q: q, locks: locks, log: cfg.Logger, channel: notifyChannel(cfg.Schema)}, nil
+}
+
+// ID returns the client's ID, as stored in the worker_id of the jobs it
+// claims.
+func (c *Client) ID() string { return c.config.ID }
+
+// started is what Start built and Stop tears down. Only the Client reads
+// it: each component was handed what it uses when it was built.
+type started struct {
+	// cancelFetch ends the fetch context: producers, the poller and the
+	// maintenance leader stop.
+	cancelFetch context.CancelFunc
+	// cancelJobs cancels every running job, with cause ErrStopping once
+	// Stop's own deadline passed.
+	cancelJobs context.CancelCauseFunc
+	producers  map[string]*producer
+	notifier   *notifier.Notifier // nil when the client works no queue
+	completer  *completer
+	heartbeats *heartbeater
+	loops      sync.WaitGroup // producers, poller, maintenance
+}
+
+// Start begins working the configured queues and campaigning for the
+// maintenance leadership (scheduler, rescuer). Cancelling ctx stops
+// fetching and cancels running jobs, which are handed back to their
+// queue; call Stop for a graceful end.
+func (c *Client) Start(ctx context.Context) error {
+	if err := ctxError(ctx, "start"); err != nil {
+		return err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.running != nil {
+		return ErrAlreadyStarted
+	}
+	if err := c.pool.Ping(ctx); err != nil {
+		return dbError("start", err)
+	}
+	cfg := c.config
+	electorCfg := &pglock.ElectorConfig{Holder: cfg.ID, TTL: cfg.LeaderTTL}
+	if len(cfg.Queues) > 0 {
+		// The poller checks the lease anyway and nudges the elector when
+		// it is free; followers need not ask again every few seconds.
+		electorCfg.RetryInterval = 3 * cfg.LeaderTTL
+	}
+	elector, err := c.locks.NewElector(maintenanceLease, electorCfg)
+	if err != nil {
+		return err
+	}
+
+	// base is Start's context without its cancellation: the parent of the
+	// writes that record results, so they land even while stopping.
+	base := context.WithoutCancel(ctx)
+	fetch, cancelFetch := context.WithCancel(ctx)
+	jobs, cancelJobs := context.WithCancelCause(ctx)
+	s := &started{cancelFetch: cancelFetch, cancelJobs: cancelJobs, producers: map[string]*producer{}}
+	active := newActiveJobs()
+	// Job contexts are not children of jobs (see activeJobs.cancelAll).
+	context.AfterFunc(jobs, func() { active.cancelAll(context.Cause(jobs)) })
+
+	outcomes := &outcomeReader{pool: c.pool, q: c.q, base: base}
+	finishQuery := c.pool.Query
+	if c.testHooks.finishQuery != nil {
+		finishQuery = c.testHooks.finishQuery
+	}
+	s.completer = newCompleter(base, finishQuery, c.q, outcomes, c.log, cfg.CompleteBatchSize, cfg.CompleteBatchDelay, cfg.JobLease)
+	go s.completer.run()
+	s.heartbeats = newHeartbeater(base, c.pool, c.q, active, c.log, cfg.HeartbeatInterval, cfg.JobLease)
+	go s.heartbeats.run()
+
+	exec := &executor{
+		active:    active,
+		results:   s.completer,
+		outcomes:  outcomes,
+		singleton: &singletonRunner{pool: c.pool, q: c.q, locks: c.locks, log: c.log, jobLease: cfg.JobLease},
+		stopping:  jobs,
+		jobParent: context.WithoutCancel(jobs),
+		log:       c.log,
+		retry:     cfg.RetryPolicy,
+		jobLease:  cfg.JobLease, jobTimeout: cfg.JobTimeout,
+		unknownKindDelay: cfg.UnknownKindDelay, singletonRetryDelay: cfg.SingletonRetryDelay,
+	}
+	claims := &claimer{pool: c.pool, q: c.q, base: base, jobLease: cfg.JobLease, clientID: cfg.ID}
+	for name, qc := range cfg.Queues {
+		p := newProducer(name, qc.MaxWorkers, claims, exec, cfg.Workers, c.log, cfg.ClaimBatchDelay, c.testHooks.claimAged)
+		s.producers[name] = p
+		s.loops.Add(1)
+		go func() { defer s.loops.Done(); p.run(fetch) }()
+	}
+	if len(s.producers) > 0 {
+		queues := make([]string, 0, len(s.producers))
+		for q := range s.producers {
+			queues = append(queues, q)
+		}
+		wake := func(queue string) {
+			if p := s.producers[queue]; p != nil {
+				p.wake()
+			}
+		}
+		poll := &poller{pool: c.pool, q: c.q, log: c.log, queues: queues, interval: cfg.FetchPollInterval, wake: wake, leaderFree: elector.Nudge}
+		s.loops.Add(1)
+		go func() { defer s.loops.Done(); poll.run(fetch) }()
+		s.notifier, err = notifier.Start(fetch, notifier.Config{
+			ConnConfig: c.pool.Config().ConnConfig.Copy(),
+			Channel:    pgx.Identifier{c.channel}.Sanitize(),
+			OnNotify:   wake,
+			// Notifications sent while disconnected are lost: look again.
+			OnConnect: func() {
+				for _, p := range s.producers {
+					p.wake()
+				}
+			},
+			OnError: func(err error) { c.log.Warn("pgqueue: listen connection failed; polling meanwhile", "err", err) },
+		})
+		if err != nil {
+			cancelFetch()
+			s.loops.Wait()
+			s.completer.stop(ctx)
+			s.heartbeats.stop()
+			cancelJobs(ErrStopping)
+			return err
+		}
+	}
+	leader := &maintenance{
+		elector: elector,
+		log:     c.log,
+		scheduler: &scheduler{pool: c.pool, q: c.q, log: c.log, base: base, channel: c.channel,
+			interval: cfg.SchedulerInterval, wake: c.wake},
+		rescuer: &rescuer{pool: c.pool, q: c.q, log: c.log, base: base, retry: cfg.RetryPolicy,
+			interval: cfg.RescueInterval, beforeWrite: c.testHooks.beforeRescueWrite},
+	}
+	s.loops.Add(1)
+	go func() { defer s.loops.Done(); leader.run(fetch) }()
+	c.running, c.active = s, active
+	return nil
+}
+
+// Stop stops fetching new jobs and waits for running ones to finish and
+// their results to be written. When ctx ends first, Stop cancels the jobs
+// still running (their context's cause is ErrStopping), waits up to
+// Config.CancelGrace for their handlers to return, hands those jobs back to
+// their queue without spending an attempt, and returns ctx's error. A
+// handler that ignores its context past the grace is left running; its job
+// stays claimed until its lease ends.
+func (c *Client) Stop(ctx context.Context) error {
+	c.mu.Lock()
+	s := c.running
+	c.running = nil
+	c.mu.Unlock()
+	if s == nil {
+		return ErrNotStarted
+	}
+	s.cancelFetch()
+	s.loops.Wait() // producers have closed their executors' queues
+	if s.notifier != nil {
+		s.notifier.Stop()
+	}
+	defer func() {
+		// Results are written before heartbeats end: until then the jobs
+		// are still claimed. Past Stop's deadline, failing writes are not
+		// retried: the rescuer will find those jobs.
+		s.completer.stop(ctx)
+		s.heartbeats.stop()
+	}()
+
+	done := make(chan struct{})
+	go func() {
+		for _, p := range s.producers {
+			p.waitExecutors()
+		}
+		close(done)
+	}()
+	select {
+	case <-done:
+		s.cancelJobs(ErrStopping)
+		return nil
+	case <-ctx.Done():
+	}
+	s.cancelJobs(ErrStopping)
+	grace := time.NewTimer(c.config.CancelGrace)
+	defer grace.Stop()
+	select {
+	case <-done:
+	case <-grace.C:
+		c.log.Warn("pgqueue: handlers still running after cancel grace; their jobs wait for lease expiry", "grace", c.config.CancelGrace)
+	}
+	return fmt.Errorf("pgqueue: stop: %w", ctx.Err())
+}
+
+// wake tells the local producer of queue, if any, that jobs may be waiting.
+func (c *Client) wake(queue string) {
+	c.mu.Lock()
+	s := c.running
+	c.mu.Unlock()
+	if s == nil {
+		return
+	}
+	if p := s.producers[queue]; p != nil {
+		p.wake()
+	}
+}
+
+// activeJobs returns the running-jobs registry of the last Start, or nil.
+func (c *Client) activeJobs() *activeJobs {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.active
+}

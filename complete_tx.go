@@ -1,0 +1,43 @@
+package pgqueue
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// CompleteTx completes job inside tx, so the job's database effects and its
+// completion commit together or not at all. It returns ErrJobLeaseLost when
+// the job no longer carries job.Fence or is no longer running (another
+// worker took it over): roll tx back then. Once tx commits, the worker
+// that runs the job does not complete it again, whatever the handler
+// returns.
+//
+// Call it from a handler with job.JobRow; tx may be on any connection to
+// the same database.
+func (c *Client) CompleteTx(ctx context.Context, tx pgx.Tx, job *JobRow) error {
+	if job == nil {
+		return fmt.Errorf("%w: nil job", ErrInvalidArgs)
+	}
+	if err := completeInTx(ctx, tx, c.q, job); err != nil {
+		return err
+	}
+	if active := c.activeJobs(); active != nil {
+		active.markCompletedInTx(job.ID, job.Fence)
+	}
+	return nil
+}
+
+// completeInTx runs sql/complete.sql for job in tx: ErrJobLeaseLost when
+// the job no longer runs under job.Fence.
+func completeInTx(ctx context.Context, tx pgx.Tx, q *queries, job *JobRow) error {
+	tag, err := tx.Exec(ctx, q.complete, job.ID, job.Fence)
+	if err != nil {
+		return dbError(fmt.Sprintf("complete job %d", job.ID), err)
+	}
+	if tag.RowsAffected() == 0 {
+		return fmt.Errorf("complete job %d with fence %d: %w", job.ID, job.Fence, ErrJobLeaseLost)
+	}
+	return nil
+}

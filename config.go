@@ -1,0 +1,247 @@
+package pgqueue
+
+import (
+	"cmp"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"log/slog"
+	"os"
+	"regexp"
+	"time"
+
+	"github.com/pgqueue/pgqueue/internal/sqlschema"
+)
+
+// Defaults of Config and InsertOpts. Every default lives here.
+const (
+	// DefaultSchema is the schema pgqueue's tables live in unless
+	// Config.Schema says otherwise.
+	DefaultSchema = sqlschema.Default
+	// DefaultQueue is the queue of a job inserted without one.
+	DefaultQueue = "default"
+	// DefaultMaxAttempts is the MaxAttempts of a job inserted without one.
+	DefaultMaxAttempts = 25
+	// DefaultMaxArgsSize is Config.MaxArgsSize's default: 1 MiB.
+	DefaultMaxArgsSize = 1 << 20
+	// DefaultJobLease is Config.JobLease's default.
+	DefaultJobLease = 30 * time.Second
+	// DefaultJobTimeout is Config.JobTimeout's default.
+	DefaultJobTimeout = time.Minute
+	// DefaultFetchPollInterval is Config.FetchPollInterval's default.
+	DefaultFetchPollInterval = time.Second
+	// DefaultSchedulerInterval is Config.SchedulerInterval's default.
+	DefaultSchedulerInterval = time.Second
+	// DefaultUnknownKindDelay is Config.UnknownKindDelay's default.
+	DefaultUnknownKindDelay = time.Minute
+	// DefaultLeaderTTL is Config.LeaderTTL's default.
+	DefaultLeaderTTL = 10 * time.Second
+	// DefaultRescueInterval is Config.RescueInterval's default.
+	DefaultRescueInterval = 5 * time.Second
+	// DefaultClaimBatchDelay is Config.ClaimBatchDelay's default.
+	DefaultClaimBatchDelay = 5 * time.Millisecond
+	// DefaultCompleteBatchSize is Config.CompleteBatchSize's default.
+	DefaultCompleteBatchSize = 1000
+	// DefaultCompleteBatchDelay is Config.CompleteBatchDelay's default.
+	DefaultCompleteBatchDelay = 2 * time.Millisecond
+	// DefaultCancelGrace is Config.CancelGrace's default.
+	DefaultCancelGrace = 5 * time.Second
+	// DefaultSingletonRetryDelay is Config.SingletonRetryDelay's default.
+	DefaultSingletonRetryDelay = time.Second
+)
+
+// defaultRetryPolicy is Config.RetryPolicy's default: 1s, 2s, 4s, ... up to
+// an hour, ±20%.
+var defaultRetryPolicy RetryPolicy = ExponentialBackoff{}
+
+// QueueConfig configures how a client works one queue.
+type QueueConfig struct {
+	// MaxWorkers is how many jobs of the queue the client runs at once.
+	// Required: at least 1.
+	MaxWorkers int
+}
+
+// Config configures a Client. The zero value (or a nil *Config) is a client
+// that enqueues into the default schema and works no queues.
+type Config struct {
+	// Schema is the schema pgqueue's tables live in, as created by Migrate
+	// with the same name. Default DefaultSchema. Must be a lower-case SQL
+	// identifier of at most 63 bytes (^[a-z_][a-z0-9_]{0,62}$).
+	Schema string
+
+	// Queues are the queues this client works, each with its concurrency.
+	// Empty: the client only enqueues, and Start is not needed.
+	Queues map[string]QueueConfig
+
+	// Workers holds the handlers by job kind. Required when Queues is not
+	// empty.
+	Workers *Workers
+
+	// ID names this client in running jobs' worker_id. Default: host name,
+	// process id and a random suffix.
+	ID string
+
+	// JobLease is how long a job's claim is valid: a claimed job's
+	// lease_until is now() + JobLease by the database clock, renewed by
+	// heartbeats. A claim whose lease runs out is lost (ErrJobLeaseLost)
+	// and the job is rescued. Not to be confused with a lease lock
+	// (pglock.LeaseLock). Default DefaultJobLease; at least 1s.
+	JobLease time.Duration
+
+	// HeartbeatInterval is how often the leases of running jobs are
+	// renewed. Default JobLease/3.
+	HeartbeatInterval time.Duration
+
+	// RescueInterval is how often running jobs whose lease expired are put
+	// back (to be retried) or discarded (attempts used up). Default
+	// DefaultRescueInterval.
+	RescueInterval time.Duration
+
+	// JobTimeout bounds each job's handler, unless its kind sets its own in
+	// WorkerOpts. Default DefaultJobTimeout; negative means no limit.
+	JobTimeout time.Duration
+
+	// FetchPollInterval is how often the client asks the database, in one
+	// query for all its queues, whether jobs wait: the fallback for missed
+	// notifications, so a job waits at most about this long for a free
+	// worker that missed its notification. Default
+	// DefaultFetchPollInterval.
+	FetchPollInterval time.Duration
+
+	// SchedulerInterval is how often due scheduled jobs are made available,
+	// so a job starts within about this long of its run_at. Default
+	// DefaultSchedulerInterval.
+	SchedulerInterval time.Duration
+
+	// RetryPolicy computes the delay before a failed job's next attempt.
+	// Default: ExponentialBackoff{} (1s, 2s, 4s, ... up to an hour, ±20%).
+	RetryPolicy RetryPolicy
+
+	// LeaderTTL is the lease of the maintenance leader: one client per
+	// schema runs the scheduler and the rescuer at a time, and when it dies
+	// another takes over within about this long. Default DefaultLeaderTTL.
+	LeaderTTL time.Duration
+
+	// UnknownKindDelay is how long a job whose kind has no worker waits
+	// before it is offered again. Its attempt is not spent. Default
+	// DefaultUnknownKindDelay.
+	UnknownKindDelay time.Duration
+
+	// SingletonRetryDelay is how long a singleton job whose key is held by
+	// another job waits before it is offered again; its attempt is not
+	// spent. Default DefaultSingletonRetryDelay.
+	SingletonRetryDelay time.Duration
+
+	// ClaimBatchDelay is how long the producer of a queue with a backlog
+	// waits, once a worker slot frees up, for more slots to free before it
+	// claims them all in one statement (unless every slot is free first).
+	// Each claim is a commit: gathering raises throughput when jobs are
+	// short, and costs a short job up to this long of an idle slot. Jobs
+	// that arrive in an idle queue are claimed at once whatever it is.
+	// Default DefaultClaimBatchDelay; negative means claim at once.
+	ClaimBatchDelay time.Duration
+
+	// CompleteBatchSize is the most job results written in one statement.
+	// Default DefaultCompleteBatchSize.
+	CompleteBatchSize int
+
+	// CompleteBatchDelay is how long results are gathered before they are
+	// written, unless a batch fills first. Default DefaultCompleteBatchDelay.
+	CompleteBatchDelay time.Duration
+
+	// MaxArgsSize caps the encoded size of a job's args in bytes. Default
+	// DefaultMaxArgsSize.
+	MaxArgsSize int
+
+	// CancelGrace is how long Stop waits for handlers to return after it
+	// cancelled them because its own context ended. Default
+	// DefaultCancelGrace.
+	CancelGrace time.Duration
+
+	// Logger receives the client's logs. Default: slog.Default().
+	Logger *slog.Logger
+}
+
+// withDefaults returns a copy of c with the defaults filled in, validated.
+func (c *Config) withDefaults() (*Config, error) {
+	if c == nil {
+		c = &Config{}
+	}
+	out := *c
+	out.Schema = cmp.Or(out.Schema, DefaultSchema)
+	out.ID = cmp.Or(out.ID, defaultClientID())
+	out.JobLease = cmp.Or(out.JobLease, DefaultJobLease)
+	out.HeartbeatInterval = cmp.Or(out.HeartbeatInterval, out.JobLease/3)
+	out.RescueInterval = cmp.Or(out.RescueInterval, DefaultRescueInterval)
+	out.LeaderTTL = cmp.Or(out.LeaderTTL, DefaultLeaderTTL)
+	out.JobTimeout = cmp.Or(out.JobTimeout, DefaultJobTimeout)
+	out.FetchPollInterval = cmp.Or(out.FetchPollInterval, DefaultFetchPollInterval)
+	out.SchedulerInterval = cmp.Or(out.SchedulerInterval, DefaultSchedulerInterval)
+	out.UnknownKindDelay = cmp.Or(out.UnknownKindDelay, DefaultUnknownKindDelay)
+	out.MaxArgsSize = cmp.Or(out.MaxArgsSize, DefaultMaxArgsSize)
+	out.CancelGrace = cmp.Or(out.CancelGrace, DefaultCancelGrace)
+	out.ClaimBatchDelay = cmp.Or(out.ClaimBatchDelay, DefaultClaimBatchDelay)
+	out.CompleteBatchSize = cmp.Or(out.CompleteBatchSize, DefaultCompleteBatchSize)
+	out.CompleteBatchDelay = cmp.Or(out.CompleteBatchDelay, DefaultCompleteBatchDelay)
+	out.SingletonRetryDelay = cmp.Or(out.SingletonRetryDelay, DefaultSingletonRetryDelay)
+	if out.RetryPolicy == nil {
+		out.RetryPolicy = defaultRetryPolicy
+	}
+	if out.Logger == nil {
+		out.Logger = slog.Default()
+	}
+	if err := sqlschema.Validate(out.Schema); err != nil {
+		return nil, err
+	}
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{{"JobLease", out.JobLease}, {"HeartbeatInterval", out.HeartbeatInterval}, {"RescueInterval", out.RescueInterval}, {"FetchPollInterval", out.FetchPollInterval}, {"SchedulerInterval", out.SchedulerInterval}, {"UnknownKindDelay", out.UnknownKindDelay}, {"CancelGrace", out.CancelGrace}} {
+		if d.v < 0 {
+			return nil, fmt.Errorf("%w: %s must not be negative, got %s", ErrInvalidOption, d.name, d.v)
+		}
+	}
+	if out.JobLease < time.Second {
+		return nil, fmt.Errorf("%w: JobLease must be at least 1s, got %s", ErrInvalidOption, out.JobLease)
+	}
+	if out.HeartbeatInterval >= out.JobLease {
+		return nil, fmt.Errorf("%w: HeartbeatInterval %s must be shorter than JobLease %s", ErrInvalidOption, out.HeartbeatInterval, out.JobLease)
+	}
+	if out.CompleteBatchSize < 1 || out.CompleteBatchDelay < 0 {
+		return nil, fmt.Errorf("%w: CompleteBatchSize must be at least 1 and CompleteBatchDelay not negative", ErrInvalidOption)
+	}
+	if out.MaxArgsSize < 0 {
+		return nil, fmt.Errorf("%w: MaxArgsSize must not be negative, got %d", ErrInvalidOption, out.MaxArgsSize)
+	}
+	queues := make(map[string]QueueConfig, len(out.Queues))
+	for name, qc := range out.Queues {
+		if err := validateQueue(name); err != nil {
+			return nil, err
+		}
+		if qc.MaxWorkers < 1 {
+			return nil, fmt.Errorf("%w: queue %q: MaxWorkers must be at least 1, got %d", ErrInvalidOption, name, qc.MaxWorkers)
+		}
+		queues[name] = qc
+	}
+	out.Queues = queues
+	return &out, nil
+}
+
+func defaultClientID() string {
+	host, _ := os.Hostname()
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	return fmt.Sprintf("%s-%d-%s", cmp.Or(host, "host"), os.Getpid(), hex.EncodeToString(b[:]))
+}
+
+// queuePattern is what a queue name must match: 1 to 63 bytes of lower-case
+// letters, digits, '_', '-' and '.', starting with a letter or digit. The
+// limit keeps a queue name usable inside a NOTIFY channel name.
+var queuePattern = regexp.MustCompile(`^[a-z0-9][a-z0-9_.-]{0,62}$`)
+
+func validateQueue(name string) error {
+	if !queuePattern.MatchString(name) {
+		return fmt.Errorf("%w: %q does not match %s", ErrInvalidQueue, name, queuePattern)
+	}
+	return nil
+}

@@ -1,0 +1,147 @@
+package pgqueue
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"runtime/debug"
+	"time"
+)
+
+// claimedJob is a claimed job on its way to an executor: the row, when its
+// claim was sent and when its reply came, its worker (nil for an unknown
+// kind) and the decoded *Job[T] or the error decoding it.
+type claimedJob struct {
+	row       *JobRow
+	sent      time.Time
+	received  time.Time
+	w         *registeredWorker
+	job       any
+	decodeErr error
+}
+
+// executor runs claimed jobs: it gives each a context, a timeout and the
+// registry's protection against lost leases, runs the handler (under its
+// singleton lock, if any), turns the outcome into a result and hands that
+// to the completer. One executor serves every producer of a client.
+type executor struct {
+	active    *activeJobs
+	results   *completer
+	outcomes  *outcomeReader
+	singleton *singletonRunner
+	// stopping ends, with cause ErrStopping, when the client cancels its
+	// jobs: a job cancelled then is handed back, not failed.
+	stopping context.Context
+	// jobParent is the parent of each job's context: Start's values
+	// without its cancellation, which the registry passes on instead.
+	jobParent context.Context
+	log       *slog.Logger
+	retry     RetryPolicy
+
+	jobLease, jobTimeout                  time.Duration
+	unknownKindDelay, singletonRetryDelay time.Duration
+}
+
+// execute runs one claimed job and hands its result to the completer.
+func (e *executor) execute(cj *claimedJob) {
+	row, w := cj.row, cj.w
+	if waited := time.Since(cj.received); waited > e.jobLease/3 {
+		// Claimed ahead and kept waiting by slow jobs, its lease unrenewed
+		// for longer than a heartbeat interval: hand it back at once,
+		// attempt unspent, for a free worker anywhere to take.
+		e.log.Warn("pgqueue: claimed job waited too long for a free worker; handed back", "job", row.ID, "kind", row.Kind, "waited", waited)
+		e.results.send(result{row: row, op: opRelease})
+		return
+	}
+	ctx, cancel := context.WithCancelCause(e.jobParent)
+	defer cancel(nil)
+	job := e.active.add(row, cancel, cj.sent, e.jobLease)
+	if w == nil {
+		e.active.remove(job)
+		err := fmt.Errorf("%w %q; waiting %s for a worker that knows it", ErrUnknownKind, row.Kind, e.unknownKindDelay)
+		e.log.Warn("pgqueue: job kind has no worker", "job", row.ID, "kind", row.Kind, "err", err)
+		note := err.Error()
+		e.results.send(result{row: row, op: opSnooze, err: &note, delay: e.unknownKindDelay})
+		return
+	}
+	timeout := cmp.Or(w.timeout, e.jobTimeout) // a worker's own, negative for none, wins
+	handlerCtx, cancelTimeout := ctx, context.CancelFunc(func() {})
+	if timeout > 0 {
+		handlerCtx, cancelTimeout = context.WithTimeout(ctx, timeout)
+	}
+	var err error
+	var trace string
+	// release frees a session-mode singleton's lock: once the result is
+	// written, so the key's next job never sees this one still running.
+	var release func()
+	defer func() {
+		if release != nil { // no result was handed over
+			release()
+		}
+	}()
+	record := func(r result) {
+		r.written, release = release, nil
+		e.results.send(r)
+	}
+	if row.SingletonKey == "" {
+		trace, err = runHandler(handlerCtx, cj, lockGrant{})
+	} else {
+		run := e.singleton.run(ctx, handlerCtx, cancel, job, cj)
+		release = run.release
+		if run.busy {
+			cancelTimeout()
+			e.active.remove(job)
+			e.results.send(result{row: row, op: opSnooze, delay: e.singletonRetryDelay})
+			return
+		}
+		err, trace = run.err, run.trace
+	}
+	cancelTimeout()
+	e.active.remove(job)
+
+	var (
+		cancelErr *jobCancelError
+		snoozeErr *jobSnoozeError
+	)
+	switch {
+	case job.completedInTx.Load() && e.outcomes.landed(row):
+		// The handler's CompleteTx committed: nothing left to write.
+	case job.lost.Load():
+		// A heartbeat found the claim gone; a write would be refused.
+		e.log.Warn("pgqueue: job result dropped, lease lost", "job", row.ID, "kind", row.Kind, "fence", row.Fence, "err", err)
+	case err == nil:
+		record(result{row: row, op: opComplete})
+	case e.stopping.Err() != nil:
+		// Cancelled because the client is stopping: not the job's fault.
+		record(result{row: row, op: opRelease})
+	case errors.As(err, &cancelErr):
+		msg := cancelErr.err.Error()
+		record(result{row: row, op: opCancel, err: &msg})
+	case errors.As(err, &snoozeErr):
+		record(result{row: row, op: opSnooze, delay: snoozeErr.after})
+	default:
+		var traceArg *string
+		if trace != "" {
+			traceArg = &trace
+		}
+		msg := err.Error()
+		delay := e.retry.NextRetry(row.Attempt, err)
+		record(result{row: row, op: opFail, err: &msg, trace: traceArg, delay: delay})
+	}
+}
+
+// runHandler runs the handler, turning a panic into an error and a stack.
+func runHandler(ctx context.Context, cj *claimedJob, grant lockGrant) (trace string, err error) {
+	if cj.decodeErr != nil {
+		return "", cj.decodeErr
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("panic: %v", r)
+			trace = string(debug.Stack())
+		}
+	}()
+	return "", cj.w.work(ctx, cj.job, grant)
+}

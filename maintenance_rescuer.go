@@ -1,0 +1,87 @@
+package pgqueue
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// rescuer puts back running jobs whose lease expired: their worker died,
+// hung or lost the database. Each gets a new fence (sql/rescue.sql), so
+// from that moment every write of the old holder is refused. It runs on
+// the maintenance leader.
+type rescuer struct {
+	pool *pgxpool.Pool
+	q    *queries
+	log  *slog.Logger
+	// base is the parent of its writes, detached from Stop.
+	base     context.Context
+	retry    RetryPolicy
+	interval time.Duration
+	// beforeWrite, a test hook, runs between the read and the write.
+	beforeWrite func(ids []int64)
+}
+
+const rescueBatch = 1000
+
+// run rescues every interval until ctx (the term) ends.
+func (r *rescuer) run(ctx context.Context) {
+	tick := time.NewTicker(r.interval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		n, err := r.rescue(rescueBatch)
+		if err != nil {
+			r.log.Error("pgqueue: rescue failed", "err", err)
+			continue
+		}
+		if n > 0 {
+			r.log.Info("pgqueue: rescued jobs with expired leases", "jobs", n)
+		}
+	}
+}
+
+// rescue reads up to limit expired jobs, then puts back those still as it
+// read them. Between the two steps a worker may still complete a job with
+// its old fence; rescue.sql re-checks id, fence, state and expiry, so that
+// completion stands.
+func (r *rescuer) rescue(limit int) (int, error) {
+	ctx, cancel := context.WithTimeout(r.base, writeTimeout)
+	defer cancel()
+	rows, err := r.pool.Query(ctx, r.q.rescueCandidates, limit)
+	if err != nil {
+		return 0, dbError("rescue", err)
+	}
+	var ids, fences, delays []int64
+	for rows.Next() {
+		var id, fence int64
+		var attempt int
+		if err := rows.Scan(&id, &fence, &attempt); err != nil {
+			rows.Close()
+			return 0, dbError("rescue", err)
+		}
+		ids = append(ids, id)
+		fences = append(fences, fence)
+		delays = append(delays, r.retry.NextRetry(attempt, ErrJobLeaseLost).Microseconds())
+	}
+	if err := rows.Err(); err != nil {
+		return 0, dbError("rescue", err)
+	}
+	if len(ids) == 0 {
+		return 0, nil
+	}
+	if r.beforeWrite != nil {
+		r.beforeWrite(ids)
+	}
+	tag, err := r.pool.Exec(ctx, r.q.rescue, oneShotPlan, ids, fences, delays)
+	if err != nil {
+		return 0, dbError("rescue", err)
+	}
+	return int(tag.RowsAffected()), nil
+}

@@ -1,0 +1,61 @@
+package pgqueue
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// poller asks once per interval which of the client's queues have
+// available jobs, and whether the maintenance leader's lease is free: the
+// fallback for notifications missed or never sent, and a follower's cue
+// to campaign. One query for all queues (sql/poll.sql).
+type poller struct {
+	pool     *pgxpool.Pool
+	q        *queries
+	log      *slog.Logger
+	queues   []string
+	interval time.Duration
+	// wake tells the producer of a queue that jobs wait.
+	wake func(queue string)
+	// leaderFree tells the maintenance elector to campaign now.
+	leaderFree func()
+}
+
+// run polls until ctx (the client's fetch context) ends.
+func (p *poller) run(ctx context.Context) {
+	tick := time.NewTicker(p.interval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		if err := p.poll(ctx); err != nil && ctx.Err() == nil {
+			p.log.Error("pgqueue: poll failed", "err", err)
+		}
+	}
+}
+
+func (p *poller) poll(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, writeTimeout)
+	defer cancel()
+	rows, err := p.pool.Query(ctx, p.q.poll, p.queues, maintenanceLease)
+	if err != nil {
+		return err
+	}
+	var q *string
+	_, err = pgx.ForEachRow(rows, []any{&q}, func() error {
+		if q == nil {
+			p.leaderFree()
+		} else {
+			p.wake(*q)
+		}
+		return nil
+	})
+	return err
+}

@@ -1,0 +1,228 @@
+package pgqueue
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// producer claims jobs of one queue up to its free slots and hands each to
+// an executor goroutine.
+type producer struct {
+	queue   string
+	max     int // MaxWorkers: handlers running at once, and the most one claim takes
+	claims  *claimer
+	exec    *executor
+	workers *Workers
+	log     *slog.Logger
+	// batchDelay is Config.ClaimBatchDelay.
+	batchDelay time.Duration
+	// claimAged, a test hook, makes claims look this much older.
+	claimAged time.Duration
+
+	// claimed feeds the executors, started as needed up to max and kept:
+	// a goroutine per job would grow a fresh stack for every job.
+	claimed        chan claimedJob
+	executors      int
+	executorsEnded sync.WaitGroup
+	idle           atomic.Int32  // executors waiting on claimed
+	wakeCh         chan struct{} // capacity 1: a pending wake-up
+	// finished counts the jobs finished since the producer last looked;
+	// doneCh (capacity 1) tells it to look. One wake-up per batch of
+	// finished jobs instead of a channel send per job.
+	finished atomic.Int64
+	doneCh   chan struct{}
+}
+
+// jobDone tells the producer that one of its jobs finished.
+func (p *producer) jobDone() {
+	p.finished.Add(1)
+	select {
+	case p.doneCh <- struct{}{}:
+	default: // a signal is pending: the producer will count this one too
+	}
+}
+
+func (p *producer) wake() {
+	select {
+	case p.wakeCh <- struct{}{}:
+	default:
+	}
+}
+
+// newProducer returns the producer of queue, which runs up to maxWorkers
+// handlers at once through exec, claiming with claims.
+func newProducer(queue string, maxWorkers int, claims *claimer, exec *executor, workers *Workers, log *slog.Logger, batchDelay, claimAged time.Duration) *producer {
+	return &producer{
+		queue: queue, max: maxWorkers, claims: claims, exec: exec, workers: workers, log: log,
+		batchDelay: batchDelay, claimAged: claimAged,
+		wakeCh: make(chan struct{}, 1),
+		doneCh: make(chan struct{}, 1),
+		// Claims may run up to MaxWorkers ahead (see claimAhead).
+		claimed: make(chan claimedJob, 2*maxWorkers),
+	}
+}
+
+// dispatch hands a claimed job to an idle executor, starting one if none
+// is idle.
+func (p *producer) dispatch(j claimedJob) {
+	if p.idle.Load() == 0 && p.executors < p.max {
+		p.executors++
+		p.executorsEnded.Add(1)
+		go p.runExecutor()
+	}
+	p.claimed <- j // buffered to 2*max: never blocks
+}
+
+func (p *producer) runExecutor() {
+	defer p.executorsEnded.Done()
+	for {
+		p.idle.Add(1)
+		j, ok := <-p.claimed
+		p.idle.Add(-1)
+		if !ok {
+			return
+		}
+		p.exec.execute(&j)
+		p.jobDone()
+	}
+}
+
+// waitExecutors waits until the executors have run every job handed over
+// and ended; run closes their queue when it returns.
+func (p *producer) waitExecutors() { p.executorsEnded.Wait() }
+
+// run claims and dispatches until ctx (the client's fetch context) ends,
+// then dispatches what claims still in flight bring and closes the
+// executors' queue.
+func (p *producer) run(ctx context.Context) {
+	results := make(chan claimResult, maxClaimsInFlight)
+	inflight := 0 // claims sent and not yet answered
+	reserved := 0 // the jobs those claims may bring
+	running := 0  // jobs dispatched and not yet finished
+	dispatch := func(r claimResult) {
+		received := time.Now()
+		if p.claimAged != 0 {
+			r.sent, received = r.sent.Add(-p.claimAged), received.Add(-p.claimAged)
+		}
+		for _, row := range r.jobs {
+			running++
+			j := claimedJob{row: row, sent: r.sent, received: received, w: p.workers.lookup(row.Kind)}
+			if j.w != nil {
+				j.job, j.decodeErr = j.w.decode(row)
+			}
+			p.dispatch(j)
+		}
+	}
+	defer func() {
+		// Claims in flight may commit: their jobs are run like the others.
+		// Then executors finish the jobs handed over, and end.
+		for ; inflight > 0; inflight-- {
+			dispatch(<-results)
+		}
+		close(p.claimed)
+	}()
+	fetchNow := true
+	// refill fires a claim for the room made so far, ClaimBatchDelay after
+	// the first of it (see below).
+	refill := time.NewTimer(time.Hour)
+	refill.Stop()
+	defer refill.Stop()
+	refillArmed := false
+	refillDue := false // the refill timer fired: claim whatever room there is
+	// more is true while the last claim filled all the room it asked for,
+	// so the queue probably holds more: a finished job is then a reason to
+	// claim again at once rather than at the next poll.
+	more := false
+	// woken is true when a notification, the poller or the scheduler asked
+	// for this claim: jobs are waiting that no claim has seen, so it goes
+	// out at once.
+	woken := false
+	var ahead claimAhead
+	for {
+		// room is how many jobs a claim may take now: the free slots, and
+		// with a backlog also the jobs expected to finish while a claim is
+		// in flight, so that the next batch is there when they do.
+		limit := p.max
+		if more {
+			limit += ahead.jobs(p.max)
+		}
+		room := limit - running - reserved
+		// With a backlog, jobs finishing every few microseconds would make
+		// claims of a few rows each, and every claim is a commit: unless
+		// room is a whole batch, wait up to ClaimBatchDelay from the first
+		// free slot and claim all the room made by then in one statement.
+		if fetchNow && !woken && !refillDue && room > 0 && room < p.max && running > 0 && p.batchDelay > 0 {
+			if !refillArmed {
+				refill.Reset(p.batchDelay)
+				refillArmed = true
+			}
+			fetchNow = false
+		}
+		// No claim takes more than MaxWorkers rows; room beyond that goes
+		// to a second claim at once.
+		for fetchNow && room > 0 && inflight < maxClaimsInFlight && ctx.Err() == nil {
+			if refillArmed {
+				refill.Stop()
+				refillArmed = false
+			}
+			refillDue, woken = false, false
+			sent := time.Now()
+			ahead.sending(sent)
+			want := min(room, p.max)
+			inflight++
+			reserved += want
+			room -= want
+			fetchNow = room > 0
+			go func() {
+				jobs, err := p.claims.claim(p.queue, want)
+				results <- claimResult{want: want, sent: sent, jobs: jobs, err: err}
+			}()
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case r := <-results:
+			inflight--
+			reserved -= r.want
+			ahead.returned(r.sent)
+			if r.err != nil {
+				p.log.Error("pgqueue: claim failed", "queue", p.queue, "err", r.err)
+				more = false
+				continue
+			}
+			dispatch(r)
+			more = len(r.jobs) == r.want
+			fetchNow = fetchNow || more
+		case <-p.doneCh:
+			// Every job that finished meanwhile counts, so one claim fills
+			// all the free slots.
+			n := int(p.finished.Swap(0))
+			running -= n
+			ahead.finished += n
+			// A wake-up that came while every slot was taken still counts.
+			fetchNow = fetchNow || more
+		case <-p.wakeCh:
+			fetchNow, woken = true, true
+		case <-refill.C:
+			refillArmed = false
+			refillDue = true
+			fetchNow = true
+		}
+	}
+}
+
+// maxClaimsInFlight is how many claims a producer may have sent and not yet
+// seen answered. A second claim overlaps the first's round trip when jobs
+// are short; SKIP LOCKED keeps the two from taking the same rows.
+const maxClaimsInFlight = 2
+
+// claimResult is what a claim sent by a producer brought back.
+type claimResult struct {
+	want int
+	sent time.Time
+	jobs []*JobRow
+	err  error
+}

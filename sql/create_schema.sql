@@ -1,0 +1,2 @@
+-- create_schema: the schema the migrations fill.
+CREATE SCHEMA IF NOT EXISTS {{schema}}
