@@ -3,7 +3,6 @@ package pgqueue
 import (
 	"context"
 	"errors"
-	"fmt"
 
 	"github.com/pgqueue/pgqueue/internal/dberr"
 	"github.com/pgqueue/pgqueue/internal/sqlschema"
@@ -26,9 +25,10 @@ var (
 	// pglock.ErrInvalidSchema.
 	ErrInvalidSchema = sqlschema.ErrInvalid
 
-	// ErrInvalidQueue is returned when a queue name does not match
-	// QueuePattern, by Enqueue for the job's queue and by New for a
-	// configured queue.
+	// ErrInvalidQueue is returned when a queue name is not 1 to 63 bytes of
+	// lower-case letters, digits, '_', '-' and '.' starting with a letter or
+	// digit: by Enqueue for the job's queue and by New for a configured
+	// queue.
 	ErrInvalidQueue = errors.New("pgqueue: invalid queue name")
 
 	// ErrInvalidKind is returned by Enqueue and AddWorker when Kind() is
@@ -44,12 +44,14 @@ var (
 	ErrArgsTooLarge = errors.New("pgqueue: job args too large")
 
 	// ErrInvalidOption is returned by Enqueue for an insert option out of
-	// range (MaxAttempts below zero, Priority outside int16) and by New for a
+	// range (MaxAttempts below zero or above 2^31-1) and by New for a
 	// configuration value out of range.
 	ErrInvalidOption = errors.New("pgqueue: invalid option")
 
-	// ErrUnknownKind is recorded in a job's errors when no worker is
-	// registered for its kind; the job waits and is tried again later, since
+	// ErrUnknownKind is the error of a claimed job whose kind has no worker
+	// in the client's Workers: it is logged with the job, and its text is
+	// recorded in the job's errors. The job is not failed: it waits
+	// Config.UnknownKindDelay, attempt unspent, and is offered again, since
 	// a newer deploy may know the kind.
 	ErrUnknownKind = errors.New("pgqueue: no worker for job kind")
 
@@ -57,12 +59,13 @@ var (
 	// worker.
 	ErrDuplicateWorker = errors.New("pgqueue: worker already registered for kind")
 
-	// ErrJobLeaseLost is returned by CompleteTx, and is the cause of a running
-	// job's context cancellation, when the job's claim is gone: the job no
-	// longer carries the worker's fence token or is no longer running (it
-	// was rescued after its lease expired, or an operator changed it), or
-	// the worker could not renew the lease before it ran out. Nothing a
-	// stale worker writes about the job reaches the row.
+	// ErrJobLeaseLost is returned by CompleteTx, and is the cause of a
+	// running job's context cancellation, when the worker's claim on the
+	// job is lost: the job no longer carries the worker's fence token or is
+	// no longer running (it was rescued after its job lease expired, or an
+	// operator changed it), or the worker could not renew the job lease
+	// before it ran out. Nothing a stale worker writes about the job
+	// reaches the row. (Locks say the same with pglock.ErrLost.)
 	ErrJobLeaseLost = errors.New("pgqueue: job lease lost")
 
 	// ErrStaleFence is returned by CheckFenceTx when a higher fence token
@@ -70,8 +73,8 @@ var (
 	// over, and its write must not happen. Roll back.
 	ErrStaleFence = errors.New("pgqueue: stale fence token")
 
-	// ErrNoWorkers is returned by Start when the client has queues to work
-	// but no Workers in its Config.
+	// ErrNoWorkers is returned by New when Config.Queues names queues to
+	// work but Config.Workers is nil.
 	ErrNoWorkers = errors.New("pgqueue: no workers configured")
 
 	// ErrAlreadyStarted is returned by Start on a client that is running.
@@ -91,9 +94,4 @@ var (
 func dbError(op string, err error) error { return dberr.Wrap("pgqueue", op, err) }
 
 // ctxError returns ctx's error, wrapped with the operation, when ctx is done.
-func ctxError(ctx context.Context, op string) error {
-	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("pgqueue: %s: %w", op, err)
-	}
-	return nil
-}
+func ctxError(ctx context.Context, op string) error { return dberr.Ctx(ctx, "pgqueue", op) }

@@ -39,5 +39,7 @@ CREATE INDEX jobs_scheduled_idx ON {{schema}}.jobs (run_at, id) WHERE state = 's
 -- The rescuer looks for running rows whose lease has expired.
 CREATE INDEX jobs_running_lease_idx ON {{schema}}.jobs (lease_until) WHERE state = 'running';
 
--- The pruner deletes finished rows past their retention.
+-- Finished rows in the order they finished: for retention, which will
+-- delete them by age (no pruner exists yet; the index is here so that adding
+-- one needs no index build on a large table).
 CREATE INDEX jobs_finalized_idx ON {{schema}}.jobs (finalized_at) WHERE finalized_at IS NOT NULL;

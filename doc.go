@@ -1,0 +1,73 @@
+// Package pgqueue is a job queue for Go programs that already run
+// PostgreSQL: jobs are rows, workers claim them with FOR UPDATE SKIP
+// LOCKED, and every write about a claimed job is fenced, so a worker that
+// paused past its lease can never overwrite the work of the worker that
+// took over. Locks (transaction, session and lease locks, leader election)
+// are in the sibling package pglock.
+//
+// # A job's path
+//
+// Enqueue. [Client.Enqueue] and [Client.EnqueueTx] validate and encode a
+// job ([JobArgs], [InsertOpts]) and insert it with a NOTIFY on the schema's
+// channel, in one round trip and in the caller's transaction when there
+// is one, so the job and the wake-up exist only if it commits.
+// [Client.EnqueueMany] writes large batches with binary COPY. (insert.go,
+// insert_copy.go, notify.go; the statements are in sql/.)
+//
+// Claim. Once started ([Client.Start]), a client runs one producer per queue it
+// works ([Config.Queues]). A producer claims up to its free worker slots
+// with sql/claim.sql, the one statement that decides which jobs are taken
+// and in what order (priority, run_at, id): each claimed job becomes
+// running with a new fence token from the schema's fence_seq and a lease
+// of [Config.JobLease] by the database clock. Notifications, a poller and
+// finished jobs tell the producer when to claim. (producer.go, claim.go,
+// claim_ahead.go, poller.go.)
+//
+// Work. The executor runs the job's handler, registered by kind with
+// [AddWorker] in [Workers], with a timeout and a context that is cancelled
+// when the claim is lost ([ErrJobLeaseLost]) or the client stops
+// ([ErrStopping]). A handler returns nil, an error (retried after
+// [Config.RetryPolicy] until [InsertOpts.MaxAttempts], then discarded),
+// [JobCancel] or [JobSnooze]. Singleton jobs ([InsertOpts.SingletonKey])
+// run under their key's lock. While jobs run, heartbeats renew their
+// leases in one statement. (worker.go, executor.go, work_result.go,
+// retry.go, singleton.go, active_jobs.go, heartbeat.go.)
+//
+// Fence. Every later write about the job names its fence; the database
+// refuses a stale one. Handlers get the token as [JobRow].Fence and can
+// fence their own writes with [Client.CheckFenceTx], or commit their
+// effects together with the job's completion with [Client.CompleteTx].
+// (fence.go, complete_tx.go.)
+//
+// Complete. The completer gathers results for a few milliseconds and
+// writes each batch in one fenced statement; when a reply is lost it reads
+// the jobs back to learn what landed. (completer.go, outcome.go.)
+//
+// Maintenance. One client per schema, elected on a pglock lease lock, makes
+// due scheduled jobs available and rescues running jobs whose lease
+// expired, giving each a new fence. (maintenance.go and the tasks in
+// maintenance_*.go.)
+//
+// [Migrate] creates and upgrades the schema from the embedded SQL files of
+// the migrations package; every statement and migration names its objects
+// in the configured schema ([Config.Schema]). (migrate.go, queries.go.)
+//
+// # Vocabulary
+//
+// A claim is a worker's hold on a job: its fence token and its job lease
+// (the row's lease_until, [Config.JobLease] long, renewed by heartbeats).
+// A claim is lost when the lease runs out or another claim takes the job;
+// that is [ErrJobLeaseLost]. A fence token is a number drawn from the
+// schema's one sequence for every claim, rescue and lock acquisition, so it
+// grows strictly: the database keeps the highest it has seen and refuses
+// lower ones. Locks, lease locks and their "lost" error ([pglock.ErrLost])
+// are described in package pglock.
+//
+// # Where to add things
+//
+// A job state: the CHECK in a new migration, [JobState] in job.go, and the
+// statements in sql/ that move rows between states. A maintenance task:
+// a file maintenance_<task>.go and a field of maintenance. A lock kind:
+// package pglock. Every default of [Config] is in config.go; every
+// sentinel error in errors.go.
+package pgqueue
