@@ -175,34 +175,3 @@ func ExampleClient_CompleteTx() {
 	fmt.Println(state, recipient)
 	// Output: completed linus@example.com
 }
-
-// A lease lock with a fence token: a takeover after expiry gets a higher
-// token, and the old holder can no longer renew.
-func ExampleClient_AcquireLease() {
-	ctx := context.Background()
-	pool, drop := exampleDB()
-	defer drop()
-	client, err := pgqueue.New(pool, nil)
-	if err != nil {
-		panic(err)
-	}
-
-	first, err := client.AcquireLease(ctx, "nightly-report", "host-a", time.Second)
-	if err != nil {
-		panic(err)
-	}
-	_, err = client.AcquireLease(ctx, "nightly-report", "host-b", time.Second)
-	fmt.Println("while held:", err)
-
-	time.Sleep(1100 * time.Millisecond) // host-a stalls past its lease
-	second, err := client.AcquireLease(ctx, "nightly-report", "host-b", time.Second)
-	if err != nil {
-		panic(err)
-	}
-	fmt.Println("takeover has a higher fence:", second.Fence() > first.Fence())
-	fmt.Println("old holder renews:", first.Renew(ctx))
-	// Output:
-	// while held: lease "nightly-report": pgqueue: lock busy
-	// takeover has a higher fence: true
-	// old holder renews: renew lease "nightly-report" fence 1: pgqueue: lock lost
-}

@@ -1,22 +1,20 @@
-package pgqueue_test
+package pglock_test
 
 import (
-	"bufio"
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgproto3"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/pgqueue/pgqueue"
 	"github.com/pgqueue/pgqueue/internal/pgtest"
+	"github.com/pgqueue/pgqueue/pglock"
 )
 
 // A session lock behind a pooler that hands each transaction to another
@@ -29,16 +27,16 @@ func TestSessionLockBehindRotatingPooler(t *testing.T) {
 	direct, err := pgx.ParseConfig(pgtest.DB().NewDatabase(t))
 	must(t, err)
 	pooler := startRotatingPooler(t, fmt.Sprintf("%s:%d", direct.Host, direct.Port), 0)
-	c := newClient(t, poolThrough(t, direct, pooler), nil)
+	lk := newLocker(t, poolThrough(t, direct, pooler), nil)
 
 	for _, try := range []bool{false, true} {
 		var err error
 		if try {
-			_, err = c.TrySessionLock(ctx, "report", nil)
+			_, err = lk.TryLockSession(ctx, "report", nil)
 		} else {
-			_, err = c.SessionLock(ctx, "report", nil)
+			_, err = lk.LockSession(ctx, "report", nil)
 		}
-		if !errors.Is(err, pgqueue.ErrNoSessionAffinity) {
+		if !errors.Is(err, pglock.ErrNoSessionAffinity) {
 			t.Fatalf("session lock (try %v) through a rotating pooler: err = %v, want ErrNoSessionAffinity", try, err)
 		}
 	}
@@ -46,7 +44,7 @@ func TestSessionLockBehindRotatingPooler(t *testing.T) {
 		t.Fatalf("the pooler used %d backends; the test proves nothing", pooler.backends())
 	}
 
-	lease, err := c.AcquireLease(ctx, "report", "me", pgqueue.DefaultLeaderTTL)
+	lease, err := lk.TryLockLease(ctx, "report", "me", 10*time.Second)
 	if err != nil {
 		t.Fatalf("lease lock through the pooler: %v", err)
 	}
@@ -66,9 +64,9 @@ func TestSessionLockLostWhenPoolerMovesSession(t *testing.T) {
 	// The probe's three statements and the lock itself: four requests on
 	// the first backend; the keepalive's goes to the second.
 	pooler := startRotatingPooler(t, fmt.Sprintf("%s:%d", direct.Host, direct.Port), 4)
-	c := newClient(t, poolThrough(t, direct, pooler), nil)
+	lk := newLocker(t, poolThrough(t, direct, pooler), nil)
 
-	lock, err := c.SessionLock(ctx, "report", &pgqueue.SessionLockOpts{KeepaliveInterval: 50 * time.Millisecond})
+	lock, err := lk.LockSession(ctx, "report", &pglock.SessionLockOpts{KeepaliveInterval: 50 * time.Millisecond})
 	if err != nil {
 		t.Fatalf("session lock while the pooler keeps one backend: %v", err)
 	}
@@ -78,8 +76,8 @@ func TestSessionLockLostWhenPoolerMovesSession(t *testing.T) {
 		t.Fatal("lock not declared lost after the pooler moved the session")
 	}
 	cause := context.Cause(lock.Context())
-	if !errors.Is(cause, pgqueue.ErrLockLost) || !errors.Is(cause, pgqueue.ErrNoSessionAffinity) {
-		t.Fatalf("cause %v, want ErrLockLost and ErrNoSessionAffinity", cause)
+	if !errors.Is(cause, pglock.ErrLost) || !errors.Is(cause, pglock.ErrNoSessionAffinity) {
+		t.Fatalf("cause %v, want ErrLost and ErrNoSessionAffinity", cause)
 	}
 	_ = lock.Unlock(ctx)
 }
@@ -104,8 +102,8 @@ func poolThrough(t *testing.T, direct *pgx.ConnConfig, pooler *rotatingPooler) *
 // connection gets two server connections, and after the first sticky
 // requests on the first one, every request (a simple query, or
 // extended-protocol messages up to Sync) goes to the other one than the
-// request before. It speaks just enough of the protocol for trust
-// authentication.
+// request before. Messages are read and written with pgx's pgproto3; the
+// pooler handles just enough of the protocol for trust authentication.
 type rotatingPooler struct {
 	host   string
 	port   uint16
@@ -134,6 +132,14 @@ func startRotatingPooler(t *testing.T, upstream string, sticky int) *rotatingPoo
 		open.Range(func(c, _ any) bool { c.(net.Conn).Close(); return true })
 		wg.Wait()
 	})
+	// dial opens a connection to the server that the cleanup closes.
+	dial := func() (net.Conn, error) {
+		c, err := net.Dial("tcp", upstream)
+		if err == nil {
+			open.Store(c, struct{}{})
+		}
+		return c, err
+	}
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
@@ -142,80 +148,99 @@ func startRotatingPooler(t *testing.T, upstream string, sticky int) *rotatingPoo
 			if err != nil {
 				return
 			}
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				var conns []net.Conn
+			open.Store(client, struct{}{})
+			wg.Go(func() {
+				conns := []net.Conn{client}
 				defer func() {
 					for _, c := range conns {
 						open.Delete(c)
 						c.Close()
 					}
 				}()
-				conns = append(conns, client)
-				open.Store(client, struct{}{})
-				for range 2 {
-					s, err := net.Dial("tcp", upstream)
-					if err != nil {
-						return
-					}
-					conns = append(conns, s)
-					open.Store(s, struct{}{})
-				}
-				_ = p.serve(client, conns[1:])
-			}()
+				_ = p.serve(client, dial, &conns)
+			})
 		}
 	}()
 	return p
 }
 
-// Protocol codes of the startup phase.
-const (
-	sslRequestCode = 80877103
-	gssRequestCode = 80877104
-)
-
-func (p *rotatingPooler) serve(client net.Conn, servers []net.Conn) error {
-	cr := bufio.NewReader(client)
-	startup, err := readStartup(cr, client)
-	if err != nil {
-		return err
+// serve runs one client connection: the startup, then requests until the
+// client terminates. Every server connection it dials goes into *conns.
+func (p *rotatingPooler) serve(client net.Conn, dial func() (net.Conn, error), conns *[]net.Conn) error {
+	front := pgproto3.NewBackend(client, client) // we are the client's server
+	var startup *pgproto3.StartupMessage
+	for startup == nil {
+		msg, err := front.ReceiveStartupMessage()
+		if err != nil {
+			return err
+		}
+		switch msg := msg.(type) {
+		case *pgproto3.SSLRequest, *pgproto3.GSSEncRequest:
+			// Refuse encryption: the client goes on in the clear.
+			if _, err := client.Write([]byte{'N'}); err != nil {
+				return err
+			}
+		case *pgproto3.CancelRequest:
+			// The client knows the first server's key (see below): pass
+			// the request on to the server, which answers nothing.
+			s, err := dial()
+			if err != nil {
+				return err
+			}
+			*conns = append(*conns, s)
+			fe := pgproto3.NewFrontend(s, s)
+			fe.Send(msg)
+			return fe.Flush()
+		case *pgproto3.StartupMessage:
+			startup = msg
+		default:
+			return fmt.Errorf("unexpected startup message %T", msg)
+		}
 	}
-	readers := make([]*bufio.Reader, len(servers))
-	for i, s := range servers {
-		readers[i] = bufio.NewReader(s)
-		if _, err := s.Write(startup); err != nil {
+
+	servers := make([]*pgproto3.Frontend, 2)
+	for i := range servers {
+		s, err := dial()
+		if err != nil {
+			return err
+		}
+		*conns = append(*conns, s)
+		servers[i] = pgproto3.NewFrontend(s, s)
+		servers[i].Send(startup)
+		if err := servers[i].Flush(); err != nil {
 			return err
 		}
 		// The first server's greeting goes to the client; the others' are
 		// read and dropped.
-		var to io.Writer = io.Discard
-		if i == 0 {
-			to = client
+		to := front
+		if i > 0 {
+			to = nil
 		}
-		if err := p.relayUntilReady(readers[i], to); err != nil {
+		if err := p.relayUntilReady(servers[i], to); err != nil {
 			return err
 		}
 	}
+
 	next := 0
 	for request := 1; ; request++ {
 		// Forward one request: a simple query, or messages up to Sync.
-		for {
-			msg, err := readMessage(cr)
+		for done := false; !done; {
+			msg, err := front.Receive()
 			if err != nil {
 				return err
 			}
-			if msg[0] == 'X' {
+			switch msg.(type) {
+			case *pgproto3.Terminate:
 				return nil
+			case *pgproto3.Query, *pgproto3.Sync:
+				done = true
 			}
-			if _, err := servers[next].Write(msg); err != nil {
-				return err
-			}
-			if msg[0] == 'Q' || msg[0] == 'S' {
-				break
-			}
+			servers[next].Send(msg)
 		}
-		if err := p.relayUntilReady(readers[next], client); err != nil {
+		if err := servers[next].Flush(); err != nil {
+			return err
+		}
+		if err := p.relayUntilReady(servers[next], front); err != nil {
 			return err
 		}
 		if request >= p.sticky {
@@ -224,70 +249,28 @@ func (p *rotatingPooler) serve(client net.Conn, servers []net.Conn) error {
 	}
 }
 
-// relayUntilReady copies a server's messages to w up to and including
-// ReadyForQuery, noting the backend's pid when it tells it.
-func (p *rotatingPooler) relayUntilReady(r *bufio.Reader, w io.Writer) error {
+// relayUntilReady passes a server's messages on to the client (to; nil
+// drops them) up to and including ReadyForQuery, noting the backend's pid
+// when it tells it.
+func (p *rotatingPooler) relayUntilReady(server *pgproto3.Frontend, to *pgproto3.Backend) error {
 	for {
-		msg, err := readMessage(r)
+		msg, err := server.Receive()
 		if err != nil {
 			return err
 		}
-		if msg[0] == 'K' && len(msg) >= 9 {
+		if k, ok := msg.(*pgproto3.BackendKeyData); ok {
 			p.mu.Lock()
-			p.pids[binary.BigEndian.Uint32(msg[5:9])] = true
+			p.pids[k.ProcessID] = true
 			p.mu.Unlock()
 		}
-		if _, err := w.Write(msg); err != nil {
-			return err
+		if to != nil {
+			to.Send(msg)
 		}
-		if msg[0] == 'Z' {
+		if _, ok := msg.(*pgproto3.ReadyForQuery); ok {
+			if to != nil {
+				return to.Flush()
+			}
 			return nil
 		}
 	}
-}
-
-// readStartup reads the client's startup message, refusing encryption
-// requests so that the client goes on in the clear.
-func readStartup(r *bufio.Reader, client net.Conn) ([]byte, error) {
-	for {
-		var head [8]byte
-		if _, err := io.ReadFull(r, head[:]); err != nil {
-			return nil, err
-		}
-		n := binary.BigEndian.Uint32(head[:4])
-		if n < 8 || n > 1<<16 {
-			return nil, fmt.Errorf("startup message of %d bytes", n)
-		}
-		msg := make([]byte, n)
-		copy(msg, head[:])
-		if _, err := io.ReadFull(r, msg[8:]); err != nil {
-			return nil, err
-		}
-		switch binary.BigEndian.Uint32(head[4:8]) {
-		case sslRequestCode, gssRequestCode:
-			if _, err := client.Write([]byte{'N'}); err != nil {
-				return nil, err
-			}
-		default:
-			return msg, nil
-		}
-	}
-}
-
-// readMessage reads one typed protocol message: type, length, body.
-func readMessage(r *bufio.Reader) ([]byte, error) {
-	var head [5]byte
-	if _, err := io.ReadFull(r, head[:]); err != nil {
-		return nil, err
-	}
-	n := binary.BigEndian.Uint32(head[1:5])
-	if n < 4 || n > 1<<30 {
-		return nil, fmt.Errorf("message %q of %d bytes", head[0], n)
-	}
-	msg := make([]byte, 1+n)
-	copy(msg, head[:])
-	if _, err := io.ReadFull(r, msg[5:]); err != nil {
-		return nil, err
-	}
-	return msg, nil
 }
