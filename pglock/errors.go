@@ -49,9 +49,11 @@ var (
 	// valid schema name. It is the same value as pgqueue.ErrInvalidSchema.
 	ErrInvalidSchema = sqlschema.ErrInvalid
 
-	// ErrClosedPool is returned by any call that needs the database after
-	// the pool handed to New was closed. It is the same value as
-	// pgqueue.ErrClosedPool.
+	// ErrClosedPool is returned by the calls that run statements through
+	// the pool (lease locks, the elector's campaigns) after the pool handed
+	// to New was closed. Session locks dial a connection of their own from
+	// the pool's configuration, so they work after the pool closed. It is
+	// the same value as pgqueue.ErrClosedPool.
 	ErrClosedPool = dberr.ErrClosedPool
 )
 

@@ -34,7 +34,7 @@ type SessionLock struct {
 	wg       sync.WaitGroup
 }
 
-// SessionLockOpts are options of SessionLock and TrySessionLock.
+// SessionLockOpts are options of LockSession and TryLockSession.
 type SessionLockOpts struct {
 	// KeepaliveInterval is how often the connection is checked. Default 1s.
 	KeepaliveInterval time.Duration
