@@ -36,22 +36,6 @@ type producer struct {
 	doneCh   chan struct{}
 }
 
-// jobDone tells the producer that one of its jobs finished.
-func (p *producer) jobDone() {
-	p.finished.Add(1)
-	select {
-	case p.doneCh <- struct{}{}:
-	default: // a signal is pending: the producer will count this one too
-	}
-}
-
-func (p *producer) wake() {
-	select {
-	case p.wakeCh <- struct{}{}:
-	default:
-	}
-}
-
 // newProducer returns the producer of queue, which runs up to maxWorkers
 // handlers at once through exec, claiming with claims.
 func newProducer(queue string, maxWorkers int, claims *claimer, exec *executor, workers *Workers, log *slog.Logger, batchDelay, claimAged time.Duration) *producer {
@@ -93,6 +77,23 @@ func (p *producer) runExecutor() {
 // waitExecutors waits until the executors have run every job handed over
 // and ended; run closes their queue when it returns.
 func (p *producer) waitExecutors() { p.executorsEnded.Wait() }
+
+// jobDone tells the producer that one of its jobs finished.
+func (p *producer) jobDone() {
+	p.finished.Add(1)
+	select {
+	case p.doneCh <- struct{}{}:
+	default: // a signal is pending: the producer will count this one too
+	}
+}
+
+// wake tells the producer that jobs may be waiting that no claim has seen.
+func (p *producer) wake() {
+	select {
+	case p.wakeCh <- struct{}{}:
+	default:
+	}
+}
 
 // run claims and dispatches until ctx (the client's fetch context) ends,
 // then dispatches what claims still in flight bring and closes the
