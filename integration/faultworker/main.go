@@ -5,9 +5,11 @@
 // the database refuses (or whose outcome it cannot know) is recorded in
 // refusals(job_id, fence, worker, reason, error).
 //
-// It prints "ready" once working and stops gracefully on SIGTERM or SIGINT.
-// Its connections carry application_name faultworker-<name>, and its client
-// ID (the jobs' worker_id) is <name>.
+// It prints "ready" once working and stops gracefully on SIGTERM or SIGINT,
+// then prints "stopped: effects=N refusals=N". Its connections carry
+// application_name faultworker-<name>, and its client ID (the jobs'
+// worker_id) is <name>. The flags it shares with lockworker, and its exit
+// codes, are workerproc's.
 //
 // Usage:
 //
@@ -21,15 +23,13 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
-	"os"
-	"os/signal"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/pgqueue/pgqueue"
+	"github.com/pgqueue/pgqueue/integration/internal/workerproc"
 )
 
 // Reasons recorded in refusals.
@@ -60,33 +60,21 @@ type EffectArgs struct {
 // Kind implements pgqueue.JobArgs.
 func (EffectArgs) Kind() string { return "effect" }
 
+// options are faultworker's own flags.
 type options struct {
-	db             string
-	schema         string
-	name           string
-	lease          time.Duration
-	heartbeat      time.Duration
-	rescue         time.Duration
-	leaderTTL      time.Duration
-	poll           time.Duration
-	maxWorkers     int
-	sleepMin       time.Duration
-	sleepMax       time.Duration
-	sleepAt        string
-	zombie         bool
-	verbose        bool
-	idleTxTimeout  time.Duration
-	stopTimeout    time.Duration
-	connectTimeout time.Duration
+	heartbeat  time.Duration
+	rescue     time.Duration
+	leaderTTL  time.Duration
+	poll       time.Duration
+	maxWorkers int
+	sleepMin   time.Duration
+	sleepMax   time.Duration
+	sleepAt    string
+	zombie     bool
+	idleTx     time.Duration
 }
 
-func parseFlags(args []string) (*options, error) {
-	fs := flag.NewFlagSet("faultworker", flag.ContinueOnError)
-	o := &options{}
-	fs.StringVar(&o.db, "db", os.Getenv("DATABASE_URL"), "database URL (default $DATABASE_URL)")
-	fs.StringVar(&o.schema, "schema", pgqueue.DefaultSchema, "pgqueue schema")
-	fs.StringVar(&o.name, "name", "", "worker name: client ID and application_name suffix (required)")
-	fs.DurationVar(&o.lease, "lease", 2*time.Second, "claim lease")
+func (o *options) register(fs *flag.FlagSet) {
 	fs.DurationVar(&o.heartbeat, "heartbeat", 0, "heartbeat interval (0: lease/3)")
 	fs.DurationVar(&o.rescue, "rescue", 500*time.Millisecond, "rescue interval")
 	fs.DurationVar(&o.leaderTTL, "leader-ttl", 2*time.Second, "maintenance leader's lease: how soon another worker rescues and schedules when the leader dies or hangs")
@@ -96,80 +84,57 @@ func parseFlags(args []string) (*options, error) {
 	fs.DurationVar(&o.sleepMax, "sleep-max", 30*time.Millisecond, "most time a handler waits inside its transaction")
 	fs.StringVar(&o.sleepAt, "sleep-at", sleepAfterCheck, "where the handler waits: after-check (between CheckFenceTx and CompleteTx) or after-complete (between CompleteTx and COMMIT)")
 	fs.BoolVar(&o.zombie, "zombie", true, "handlers ignore their context's cancellation in their own writes, as a handler that misses a lost lease would: only fencing keeps their writes out")
-	fs.DurationVar(&o.idleTxTimeout, "idle-tx-timeout", 0, "idle_in_transaction_session_timeout of the worker's sessions (0: server default)")
-	fs.DurationVar(&o.stopTimeout, "stop-timeout", 10*time.Second, "how long a graceful stop may take")
-	fs.DurationVar(&o.connectTimeout, "connect-timeout", 3*time.Second, "connect timeout of the worker's connections")
-	fs.BoolVar(&o.verbose, "v", false, "log at debug level")
-	if err := fs.Parse(args); err != nil {
-		return nil, err
-	}
+	fs.DurationVar(&o.idleTx, "idle-tx-timeout", 0, "idle_in_transaction_session_timeout of the worker's sessions (0: server default)")
+}
+
+func (o *options) check() error {
 	switch {
-	case o.db == "":
-		return nil, errors.New("-db or DATABASE_URL is required")
-	case o.name == "":
-		return nil, errors.New("-name is required")
 	case o.maxWorkers < 1:
-		return nil, errors.New("-max-workers must be at least 1")
+		return errors.New("-max-workers must be at least 1")
 	case o.sleepMin < 0 || o.sleepMax < o.sleepMin:
-		return nil, errors.New("need 0 <= -sleep-min <= -sleep-max")
+		return errors.New("need 0 <= -sleep-min <= -sleep-max")
 	case o.sleepAt != sleepAfterCheck && o.sleepAt != sleepAfterComplete:
-		return nil, fmt.Errorf("-sleep-at must be %s or %s", sleepAfterCheck, sleepAfterComplete)
+		return fmt.Errorf("-sleep-at must be %s or %s", sleepAfterCheck, sleepAfterComplete)
 	}
-	return o, nil
+	return nil
 }
 
-func main() {
-	o, err := parseFlags(os.Args[1:])
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "faultworker:", err)
-		os.Exit(2)
+// pool sizes the pool and sets the sessions' idle transaction timeout.
+func (o *options) pool(cfg *pgxpool.Config) {
+	if o.idleTx > 0 {
+		cfg.ConnConfig.RuntimeParams["idle_in_transaction_session_timeout"] = fmt.Sprint(o.idleTx.Milliseconds())
 	}
-	if err := run(o); err != nil {
-		fmt.Fprintf(os.Stderr, "faultworker %s: %v\n", o.name, err)
-		os.Exit(1)
-	}
-}
-
-func run(o *options) error {
-	level := slog.LevelInfo
-	if o.verbose {
-		level = slog.LevelDebug
-	}
-	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level})).With("worker", o.name)
-
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
-	defer stop()
-
-	cfg, err := pgxpool.ParseConfig(o.db)
-	if err != nil {
-		return fmt.Errorf("parse -db: %w", err)
-	}
-	cfg.ConnConfig.RuntimeParams["application_name"] = "faultworker-" + o.name
-	if o.idleTxTimeout > 0 {
-		cfg.ConnConfig.RuntimeParams["idle_in_transaction_session_timeout"] = fmt.Sprint(o.idleTxTimeout.Milliseconds())
-	}
-	cfg.ConnConfig.ConnectTimeout = o.connectTimeout
 	// Every handler holds a connection for its transaction; the client
 	// needs a few more for claims, heartbeats and results, and a starved
 	// heartbeat would lose leases for no fault of the network.
 	cfg.MaxConns = int32(o.maxWorkers + 4)
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
-	if err != nil {
-		return fmt.Errorf("open pool: %w", err)
-	}
-	defer pool.Close()
+}
 
-	w := &effectWorker{opts: o, pool: pool, log: logger}
+func main() {
+	o := &options{}
+	workerproc.Main(workerproc.Spec{
+		Command:    "faultworker",
+		LeaseUsage: "claim lease",
+		Flags:      o.register,
+		Check:      o.check,
+		Pool:       o.pool,
+		Run:        o.run,
+	})
+}
+
+// run works jobs until ctx ends, then stops gracefully.
+func (o *options) run(ctx context.Context, p *workerproc.Worker) error {
+	w := &effectWorker{opts: o, name: p.Name, pool: p.Pool, log: p.Log}
 	workers := pgqueue.NewWorkers()
 	if err := pgqueue.AddWorker[EffectArgs](workers, w, nil); err != nil {
 		return err
 	}
-	client, err := pgqueue.New(pool, &pgqueue.Config{
-		Schema:            o.schema,
-		ID:                o.name,
+	client, err := pgqueue.New(p.Pool, &pgqueue.Config{
+		Schema:            p.Schema,
+		ID:                p.Name,
 		Queues:            map[string]pgqueue.QueueConfig{pgqueue.DefaultQueue: {MaxWorkers: o.maxWorkers}},
 		Workers:           workers,
-		JobLease:             o.lease,
+		JobLease:          p.Lease,
 		HeartbeatInterval: o.heartbeat,
 		RescueInterval:    o.rescue,
 		LeaderTTL:         o.leaderTTL,
@@ -177,7 +142,7 @@ func run(o *options) error {
 		SchedulerInterval: o.poll,
 		// Faults must never use up a job's attempts: retry soon and often.
 		RetryPolicy: pgqueue.ExponentialBackoff{Base: 100 * time.Millisecond, Max: time.Second},
-		Logger:      logger,
+		Logger:      p.Log,
 	})
 	if err != nil {
 		return err
@@ -186,14 +151,13 @@ func run(o *options) error {
 	if err := client.Start(ctx); err != nil {
 		return fmt.Errorf("start: %w", err)
 	}
-	fmt.Println("ready")
+	p.Ready()
 
 	<-ctx.Done()
-	stop() // a second signal kills the process the default way
-	stopCtx, cancel := context.WithTimeout(context.Background(), o.stopTimeout)
+	stopCtx, cancel := p.StopContext(ctx)
 	defer cancel()
 	err = client.Stop(stopCtx)
-	fmt.Printf("stopped: effects=%d refusals=%d\n", w.effects.Load(), w.refusals.Load())
+	p.Say("stopped: effects=%d refusals=%d", w.effects.Load(), w.refusals.Load())
 	if err != nil {
 		return fmt.Errorf("stop: %w", err)
 	}
@@ -203,6 +167,7 @@ func run(o *options) error {
 // effectWorker works "effect" jobs.
 type effectWorker struct {
 	opts   *options
+	name   string
 	pool   *pgxpool.Pool
 	client *pgqueue.Client
 	log    *slog.Logger
@@ -243,7 +208,7 @@ func (w *effectWorker) apply(ctx context.Context, job *pgqueue.Job[EffectArgs]) 
 	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
 
 	if _, err := tx.Exec(ctx, `INSERT INTO effects (job_id, fence, worker) VALUES ($1, $2, $3)`,
-		job.ID, job.Fence, w.opts.name); err != nil {
+		job.ID, job.Fence, w.name); err != nil {
 		return reasonError, fmt.Errorf("insert effect: %w", err)
 	}
 	if err := w.client.CheckFenceTx(ctx, tx, fmt.Sprintf("job:%d", job.ID), job.Fence); err != nil {
@@ -284,7 +249,7 @@ func (w *effectWorker) refuse(ctx context.Context, job *pgqueue.Job[EffectArgs],
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
 	_, err := w.pool.Exec(ctx, `INSERT INTO refusals (job_id, fence, worker, reason, error) VALUES ($1, $2, $3, $4, $5)`,
-		job.ID, job.Fence, w.opts.name, reason, cause.Error())
+		job.ID, job.Fence, w.name, reason, cause.Error())
 	if err != nil {
 		w.log.Debug("recording refusal failed", "job", job.ID, "err", err)
 	}

@@ -11,7 +11,7 @@
 //     CheckFenceTx(SingletonResource(key), job.LockFence). Writes the
 //     database refuses are recorded in refusals(job_id, key, worker,
 //     lock_fence, reason, error).
-//   - leader: campaigns for the lease "leader" with pgqueue.Elector and,
+//   - leader: campaigns for the lease "leader" with a pglock.Elector and,
 //     while leading, appends acts(term, holder, lease_fence, at) every
 //     -act interval, each fenced with CheckFenceTx(ctx, tx, "leader", term)
 //     and carrying the lease's fence as its transaction saw it just before
@@ -23,10 +23,11 @@
 // keep their effects apart.
 //
 // It prints "ready" once working, one line per leadership event in leader
-// mode ("lead term=N", "end term=N cause=..."), and stops gracefully on
-// SIGTERM or SIGINT. All its sessions, the session locks' too, carry
-// application_name lockworker-<name>; that is also its client ID and its
-// holder name.
+// mode ("lead term=N", "end term=N cause=...", "refused term=N"), and stops
+// gracefully on SIGTERM or SIGINT, then prints "stopped". All its sessions,
+// the session locks' too, carry application_name lockworker-<name>; that is
+// also its client ID and its holder name. The flags it shares with
+// faultworker, and its exit codes, are workerproc's.
 //
 // Usage:
 //
@@ -40,16 +41,14 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
-	"os"
-	"os/signal"
-	"sync"
-	"syscall"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/pgqueue/pgqueue"
+	"github.com/pgqueue/pgqueue/integration/internal/workerproc"
+	"github.com/pgqueue/pgqueue/pglock"
 )
 
 // SpanArgs are the args of a "span" job; the job's singleton key is Key.
@@ -65,11 +64,9 @@ func (SpanArgs) Kind() string { return "span" }
 // resource of its acts.
 const LeaderLease = "leader"
 
+// options are lockworker's own flags.
 type options struct {
-	db         string
-	name       string
 	mode       string
-	lease      time.Duration
 	workers    int
 	workMin    time.Duration
 	workMax    time.Duration
@@ -80,16 +77,10 @@ type options struct {
 	margin     time.Duration
 	act        time.Duration
 	idleTx     time.Duration
-	verbose    bool
 }
 
-func parseFlags(args []string) (*options, error) {
-	fs := flag.NewFlagSet("lockworker", flag.ContinueOnError)
-	o := &options{}
-	fs.StringVar(&o.db, "db", os.Getenv("DATABASE_URL"), "database URL (default $DATABASE_URL)")
-	fs.StringVar(&o.name, "name", "", "worker name; its sessions' application_name is lockworker-<name> (required)")
+func (o *options) register(fs *flag.FlagSet) {
 	fs.StringVar(&o.mode, "mode", "", "xact, session or leader (required)")
-	fs.DurationVar(&o.lease, "lease", 2*time.Second, "job lease; also the maintenance leader's TTL")
 	fs.IntVar(&o.workers, "workers", 4, "jobs run at once")
 	fs.DurationVar(&o.workMin, "work-min", 10*time.Millisecond, "least time a span lasts")
 	fs.DurationVar(&o.workMax, "work-max", 40*time.Millisecond, "most time a span lasts")
@@ -100,65 +91,22 @@ func parseFlags(args []string) (*options, error) {
 	fs.DurationVar(&o.margin, "margin", 500*time.Millisecond, "leader mode: safety margin")
 	fs.DurationVar(&o.act, "act", 50*time.Millisecond, "leader mode: interval between acts")
 	fs.DurationVar(&o.idleTx, "idle-tx-timeout", time.Second, "leader mode: idle_in_transaction_session_timeout of the sessions")
-	fs.BoolVar(&o.verbose, "v", false, "log at debug level")
-	if err := fs.Parse(args); err != nil {
-		return nil, err
-	}
+}
+
+func (o *options) check() error {
 	switch {
-	case o.db == "":
-		return nil, errors.New("-db or DATABASE_URL is required")
-	case o.name == "":
-		return nil, errors.New("-name is required")
 	case o.mode != "xact" && o.mode != "session" && o.mode != "leader":
-		return nil, fmt.Errorf("-mode %q: want xact, session or leader", o.mode)
+		return fmt.Errorf("-mode %q: want xact, session or leader", o.mode)
 	case o.workers < 1:
-		return nil, errors.New("-workers must be at least 1")
+		return errors.New("-workers must be at least 1")
 	case o.workMin < 0 || o.workMax < o.workMin:
-		return nil, errors.New("need 0 <= -work-min <= -work-max")
+		return errors.New("need 0 <= -work-min <= -work-max")
 	}
-	return o, nil
+	return nil
 }
 
-func main() {
-	o, err := parseFlags(os.Args[1:])
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "lockworker:", err)
-		os.Exit(2)
-	}
-	if err := run(o); err != nil {
-		fmt.Fprintf(os.Stderr, "lockworker %s: %v\n", o.name, err)
-		os.Exit(1)
-	}
-}
-
-// out serialises stdout lines, which the tests parse.
-var out sync.Mutex
-
-func say(format string, args ...any) {
-	out.Lock()
-	defer out.Unlock()
-	fmt.Printf(format+"\n", args...)
-}
-
-func run(o *options) error {
-	level := slog.LevelWarn
-	if o.verbose {
-		level = slog.LevelDebug
-	}
-	id := "lockworker-" + o.name
-	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level})).With("worker", id)
-
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
-	defer stop()
-
-	cfg, err := pgxpool.ParseConfig(o.db)
-	if err != nil {
-		return fmt.Errorf("parse -db: %w", err)
-	}
-	// Session locks dial with this configuration too, so their sessions
-	// carry the name as well.
-	cfg.ConnConfig.RuntimeParams["application_name"] = id
-	cfg.ConnConfig.ConnectTimeout = 3 * time.Second
+// pool sizes the pool and, in leader mode, bounds idle transactions.
+func (o *options) pool(cfg *pgxpool.Config) {
 	if o.mode == "leader" {
 		// An act's transaction holds the fence row's lock from its check
 		// to its commit: a leader paused in between would hold up its
@@ -167,39 +115,50 @@ func run(o *options) error {
 		cfg.ConnConfig.RuntimeParams["idle_in_transaction_session_timeout"] = fmt.Sprint(o.idleTx.Milliseconds())
 	}
 	cfg.MaxConns = int32(o.workers + 4)
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
-	if err != nil {
-		return fmt.Errorf("open pool: %w", err)
-	}
-	defer pool.Close()
+}
 
+func main() {
+	o := &options{}
+	workerproc.Main(workerproc.Spec{
+		Command:    "lockworker",
+		LogLevel:   slog.LevelWarn,
+		LeaseUsage: "job lease; also the maintenance leader's TTL",
+		Flags:      o.register,
+		Check:      o.check,
+		Pool:       o.pool,
+		Run:        o.run,
+	})
+}
+
+// run runs the mode until ctx ends.
+func (o *options) run(ctx context.Context, p *workerproc.Worker) error {
 	if o.mode == "leader" {
-		return lead(ctx, stop, o, id, pool, logger)
+		return o.lead(ctx, p)
 	}
-
 	mode := pgqueue.SingletonXact
 	if o.mode == "session" {
 		mode = pgqueue.SingletonSession
 	}
-	w := &spanWorker{opts: o, id: id, pool: pool, log: logger}
+	w := &spanWorker{opts: o, id: p.AppName, pool: p.Pool, log: p.Log}
 	workers := pgqueue.NewWorkers()
 	if err := pgqueue.AddWorker[SpanArgs](workers, w, &pgqueue.WorkerOpts{SingletonMode: mode}); err != nil {
 		return err
 	}
-	client, err := pgqueue.New(pool, &pgqueue.Config{
-		ID:                  id,
+	client, err := pgqueue.New(p.Pool, &pgqueue.Config{
+		Schema:              p.Schema,
+		ID:                  p.AppName,
 		Queues:              map[string]pgqueue.QueueConfig{pgqueue.DefaultQueue: {MaxWorkers: o.workers}},
 		Workers:             workers,
-		JobLease:               o.lease,
-		LeaderTTL:           o.lease,
-		RescueInterval:      o.lease / 4,
+		JobLease:            p.Lease,
+		LeaderTTL:           p.Lease,
+		RescueInterval:      p.Lease / 4,
 		FetchPollInterval:   50 * time.Millisecond,
 		SchedulerInterval:   50 * time.Millisecond,
 		SingletonRetryDelay: o.retryDelay,
 		JobTimeout:          10 * time.Second,
 		// Faults must never use up a job's attempts.
 		RetryPolicy: pgqueue.ExponentialBackoff{Base: 50 * time.Millisecond, Max: 500 * time.Millisecond},
-		Logger:      logger,
+		Logger:      p.Log,
 	})
 	if err != nil {
 		return err
@@ -208,15 +167,14 @@ func run(o *options) error {
 	if err := client.Start(ctx); err != nil {
 		return fmt.Errorf("start: %w", err)
 	}
-	say("ready")
+	p.Ready()
 	<-ctx.Done()
-	stop() // a second signal kills the process the default way
-	stopCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	stopCtx, cancel := p.StopContext(ctx)
 	defer cancel()
 	if err := client.Stop(stopCtx); err != nil {
 		return fmt.Errorf("stop: %w", err)
 	}
-	say("stopped")
+	p.Say("stopped")
 	return nil
 }
 
@@ -328,13 +286,18 @@ func (w *spanWorker) workTime() time.Duration {
 }
 
 // lead runs leader mode until ctx ends.
-func lead(ctx context.Context, stop context.CancelFunc, o *options, id string, pool *pgxpool.Pool, logger *slog.Logger) error {
-	client, err := pgqueue.New(pool, &pgqueue.Config{ID: id, Logger: logger})
+func (o *options) lead(ctx context.Context, p *workerproc.Worker) error {
+	// The client only checks the acts' fences.
+	client, err := pgqueue.New(p.Pool, &pgqueue.Config{Schema: p.Schema, ID: p.AppName, Logger: p.Log})
 	if err != nil {
 		return err
 	}
-	elector, err := client.NewElector(LeaderLease, &pgqueue.ElectorConfig{
-		Holder:        id,
+	locker, err := pglock.New(p.Pool, &pglock.Config{Schema: p.Schema, Logger: p.Log})
+	if err != nil {
+		return err
+	}
+	elector, err := locker.NewElector(LeaderLease, &pglock.ElectorConfig{
+		Holder:        p.AppName,
 		TTL:           o.ttl,
 		RenewInterval: o.renew,
 		RetryInterval: o.retry,
@@ -343,32 +306,39 @@ func lead(ctx context.Context, stop context.CancelFunc, o *options, id string, p
 	if err != nil {
 		return err
 	}
-	say("ready")
+	l := &leader{p: p, client: client, leases: pgx.Identifier{p.Schema, "leases"}.Sanitize()}
+	p.Ready()
 	elector.Run(ctx, func(ctx context.Context, term int64) {
-		say("lead term=%d", term)
-		cause := actWhileLeading(ctx, client, pool, id, o.act, term)
-		say("end term=%d cause=%v", term, cause)
+		p.Say("lead term=%d", term)
+		cause := l.actWhileLeading(ctx, o.act, term)
+		p.Say("end term=%d cause=%v", term, cause)
 	})
-	stop()
-	say("stopped")
+	p.Say("stopped")
 	return nil
+}
+
+// leader acts while its process leads.
+type leader struct {
+	p      *workerproc.Worker
+	client *pgqueue.Client
+	leases string // the leases table, quoted
 }
 
 // actWhileLeading acts at once, then every interval, until ctx ends or an
 // act is refused as stale; it returns why it stopped.
-func actWhileLeading(ctx context.Context, client *pgqueue.Client, pool *pgxpool.Pool, id string, interval time.Duration, term int64) error {
+func (l *leader) actWhileLeading(ctx context.Context, interval time.Duration, term int64) error {
 	tick := time.NewTicker(interval)
 	defer tick.Stop()
 	for {
 		if ctx.Err() != nil {
 			return context.Cause(ctx)
 		}
-		err := act(ctx, client, pool, id, term)
+		err := l.act(ctx, term)
 		if pgqueue.IsStaleFence(err) {
-			rctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			_, _ = pool.Exec(rctx, `INSERT INTO refused_acts (term, holder, error) VALUES ($1, $2, $3)`, term, id, err.Error())
+			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+			_, _ = l.p.Pool.Exec(rctx, `INSERT INTO refused_acts (term, holder, error) VALUES ($1, $2, $3)`, term, l.p.AppName, err.Error())
 			cancel()
-			say("refused term=%d", term)
+			l.p.Say("refused term=%d", term)
 			// Step down: returning makes the elector resign the term.
 			return err
 		}
@@ -381,12 +351,12 @@ func actWhileLeading(ctx context.Context, client *pgqueue.Client, pool *pgxpool.
 }
 
 // act appends one act in a transaction fenced with the term.
-func act(ctx context.Context, client *pgqueue.Client, pool *pgxpool.Pool, id string, term int64) error {
+func (l *leader) act(ctx context.Context, term int64) error {
 	// Deaf to the end of the term once started, like a slow leader: only
 	// the fence stops a stale act.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
-	tx, err := pool.Begin(ctx)
+	tx, err := l.p.Pool.Begin(ctx)
 	if err != nil {
 		return err
 	}
@@ -394,14 +364,14 @@ func act(ctx context.Context, client *pgqueue.Client, pool *pgxpool.Pool, id str
 	// The lease's fence as it stands just before the check: the tests
 	// compare it with the term.
 	var leaseFence int64
-	if err := tx.QueryRow(ctx, `SELECT fence FROM pgqueue.leases WHERE name = $1`, LeaderLease).Scan(&leaseFence); err != nil {
+	if err := tx.QueryRow(ctx, `SELECT fence FROM `+l.leases+` WHERE name = $1`, LeaderLease).Scan(&leaseFence); err != nil {
 		return err
 	}
-	if err := client.CheckFenceTx(ctx, tx, LeaderLease, term); err != nil {
+	if err := l.client.CheckFenceTx(ctx, tx, LeaderLease, term); err != nil {
 		return err
 	}
 	if _, err := tx.Exec(ctx, `INSERT INTO acts (term, holder, lease_fence, at) VALUES ($1, $2, $3, clock_timestamp())`,
-		term, id, leaseFence); err != nil {
+		term, l.p.AppName, leaseFence); err != nil {
 		return err
 	}
 	return tx.Commit(ctx)

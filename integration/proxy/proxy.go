@@ -8,9 +8,6 @@
 package proxy
 
 import (
-	"bufio"
-	"bytes"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -19,9 +16,12 @@ import (
 	"net"
 	"net/url"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/jackc/pgx/v5/pgproto3"
 )
 
 const (
@@ -34,17 +34,12 @@ const (
 	// commitCloseTimeout closes such a connection even if the server never
 	// answered the commit.
 	commitCloseTimeout = 2 * time.Second
-	// maxMessage bounds a client message the parser accepts; anything larger
-	// is a broken stream.
+	// maxMessage bounds a client message, its length field included, that
+	// the proxy accepts; anything larger is a broken stream.
 	maxMessage = 1 << 30
-)
-
-// Protocol codes a startup-phase message may carry instead of a protocol
-// version. See "Message Formats" in the PostgreSQL documentation.
-const (
-	codeCancelRequest = 80877102
-	codeSSLRequest    = 80877103
-	codeGSSENCRequest = 80877104
+	// batchSize is the size from which a batch of client messages is
+	// written without waiting for more.
+	batchSize = 64 << 10
 )
 
 // Stats counts what a proxy did.
@@ -284,43 +279,32 @@ func (p *Proxy) chaosLoop() {
 	}
 }
 
-// clientToServer forwards the client's bytes message by message, so that it
-// can tell a COMMIT from anything else. Messages that arrived together are
-// written together.
+// clientToServer forwards the client's messages, read with pgproto3, so
+// that it can tell a COMMIT from anything else. Messages that arrived
+// together are written together.
 func (p *Proxy) clientToServer(l *link) {
-	r := &msgReader{r: bufio.NewReaderSize(l.client, 32<<10)}
-	// Startup phase: untyped messages until the startup message proper.
-	for {
-		msg, err := r.untyped()
-		if err != nil {
-			return
-		}
-		code := binary.BigEndian.Uint32(msg[4:8])
-		if code == codeSSLRequest || code == codeGSSENCRequest {
-			// Tests connect without encryption: refuse it ourselves, and the
-			// client goes on in the clear with a new startup message.
-			if _, err := l.client.Write([]byte{'N'}); err != nil {
-				return
-			}
-			continue
-		}
-		if _, err := l.server.Write(msg); err != nil {
-			return
-		}
-		if code == codeCancelRequest {
-			// The server answers a cancel request by closing.
-			_, _ = io.Copy(l.server, r.r)
-			return
-		}
-		break
+	c := newClientReader(l.client, l.server)
+	cancel, err := c.startup(func() error {
+		// Tests connect without encryption: refuse it ourselves, and the
+		// client goes on in the clear with a new startup message.
+		_, err := l.client.Write([]byte{'N'})
+		return err
+	})
+	if err != nil {
+		return
 	}
-	out := make([]byte, 0, 64<<10)
+	if cancel {
+		// The server answers a cancel request by closing; until it does,
+		// whatever else the client sends goes on to it.
+		_, _ = io.Copy(l.server, l.client)
+		return
+	}
 	for {
-		msg, err := r.typed()
+		msg, err := c.next()
 		if err != nil {
 			return
 		}
-		if msg[0] == 'Q' && isCommit(msg[5:]) {
+		if q, ok := msg.(*pgproto3.Query); ok && isCommit(q.String) {
 			p.commits.Add(1)
 			if rand.Float64() < math.Float64frombits(p.dropCommit.Load()) {
 				// Swallow the reply from now on, before the server can
@@ -330,14 +314,9 @@ func (p *Proxy) clientToServer(l *link) {
 				l.startTimer(commitCloseTimeout, func() { p.closeDropped(l) })
 			}
 		}
-		out = append(out, msg...)
-		if r.r.Buffered() > 0 && len(out) < cap(out) {
-			continue // more of the same batch is here already
-		}
-		if _, err := l.server.Write(out); err != nil {
+		if err := c.send(msg); err != nil {
 			return
 		}
-		out = out[:0]
 	}
 }
 
@@ -418,62 +397,106 @@ func (l *link) stopTimer() {
 	}
 }
 
-// msgReader reads whole PostgreSQL frontend messages.
-type msgReader struct {
-	r   *bufio.Reader
-	buf []byte
+// clientReader reads a client's messages with pgproto3 and passes them on
+// to the server, encoded again: for the messages of a well-formed stream
+// the encoding gives back the bytes the client sent, except that a startup
+// message's parameters may come in another order.
+//
+// Messages wait in a batch until the reader has to read from the client
+// again, or the batch is full: messages that arrived together are written
+// together.
+type clientReader struct {
+	client io.Reader
+	server io.Writer
+	be     *pgproto3.Backend
+	batch  []byte // encoded messages not yet written to server
 }
 
-// untyped reads a startup-phase message: int32 length (itself included),
-// then the payload, whose first int32 is a protocol version or request code.
-func (m *msgReader) untyped() ([]byte, error) {
-	return m.read(0)
+func newClientReader(client io.Reader, server io.Writer) *clientReader {
+	c := &clientReader{client: client, server: server, batch: make([]byte, 0, batchSize)}
+	// The proxy answers the client through no Backend: it only reads.
+	c.be = pgproto3.NewBackend(c, nil)
+	c.be.SetMaxBodyLen(maxMessage - 4)
+	// A 'p' message is a password, a SASL or a GSSAPI response, told apart
+	// only by the authentication the server asked for, which the proxy does
+	// not follow: as a GSSResponse, any of them is carried as opaque bytes.
+	_ = c.be.SetAuthType(pgproto3.AuthTypeGSS)
+	return c
 }
 
-// typed reads a message after the startup phase: a type byte, then an int32
-// length (itself included) and the body.
-func (m *msgReader) typed() ([]byte, error) {
-	return m.read(1)
+// Read implements io.Reader for the Backend. It writes the batch first:
+// the Backend reads only once it has used up the bytes received so far,
+// and this read may wait.
+func (c *clientReader) Read(p []byte) (int, error) {
+	if err := c.flush(); err != nil {
+		return 0, err
+	}
+	return c.client.Read(p)
 }
 
-// read reads one message whose int32 length follows a prefix of prefix
-// bytes, and returns all of it. The returned slice is valid until the next
-// call.
-func (m *msgReader) read(prefix int) ([]byte, error) {
-	head := prefix + 4
-	if cap(m.buf) < head {
-		m.buf = make([]byte, head, 8<<10)
+// startup passes on the startup phase: it calls refuse for each request
+// for encryption (SSLRequest, GSSEncRequest), then forwards the startup
+// message or a cancel request. cancel reports a cancel request, after
+// which a client sends no more messages.
+func (c *clientReader) startup(refuse func() error) (cancel bool, err error) {
+	for {
+		msg, err := c.be.ReceiveStartupMessage()
+		if err != nil {
+			return false, err
+		}
+		switch msg.(type) {
+		case *pgproto3.SSLRequest, *pgproto3.GSSEncRequest:
+			if err := refuse(); err != nil {
+				return false, err
+			}
+			continue
+		case *pgproto3.CancelRequest:
+			cancel = true
+		}
+		if err := c.send(msg); err != nil {
+			return false, err
+		}
+		return cancel, c.flush()
 	}
-	m.buf = m.buf[:head]
-	if _, err := io.ReadFull(m.r, m.buf); err != nil {
-		return nil, err
-	}
-	n := int(int32(binary.BigEndian.Uint32(m.buf[prefix:head])))
-	if n < 4 || n > maxMessage || (prefix == 0 && n < 8) {
-		return nil, fmt.Errorf("proxy: bad message length %d", n)
-	}
-	total := prefix + n
-	if cap(m.buf) < total {
-		grown := make([]byte, total)
-		copy(grown, m.buf)
-		m.buf = grown
-	}
-	m.buf = m.buf[:total]
-	if _, err := io.ReadFull(m.r, m.buf[head:]); err != nil {
-		return nil, err
-	}
-	return m.buf, nil
 }
 
-// isCommit reports whether the body of a Query message (a NUL-terminated
-// string) is a COMMIT (or its synonym END) and nothing else.
-func isCommit(body []byte) bool {
-	body = bytes.TrimSuffix(body, []byte{0})
-	body = bytes.TrimSpace(body)
-	body = bytes.TrimSuffix(body, []byte(";"))
-	body = bytes.TrimSpace(body)
-	for _, word := range [][]byte{[]byte("commit"), []byte("end"), []byte("commit transaction"), []byte("commit work")} {
-		if bytes.EqualFold(body, word) {
+// next reads the client's next message after the startup phase. It is
+// valid until the next call.
+func (c *clientReader) next() (pgproto3.FrontendMessage, error) {
+	return c.be.Receive()
+}
+
+// send adds msg to the batch, and writes the batch once it is full.
+func (c *clientReader) send(msg pgproto3.FrontendMessage) error {
+	batch, err := msg.Encode(c.batch)
+	if err != nil {
+		return fmt.Errorf("proxy: encode %T: %w", msg, err)
+	}
+	c.batch = batch
+	if len(c.batch) >= batchSize {
+		return c.flush()
+	}
+	return nil
+}
+
+// flush writes the batch to the server.
+func (c *clientReader) flush() error {
+	if len(c.batch) == 0 {
+		return nil
+	}
+	_, err := c.server.Write(c.batch)
+	c.batch = c.batch[:0]
+	return err
+}
+
+// isCommit reports whether the text of a Query message is a COMMIT (or its
+// synonym END) and nothing else.
+func isCommit(query string) bool {
+	query = strings.TrimSpace(query)
+	query = strings.TrimSuffix(query, ";")
+	query = strings.TrimSpace(query)
+	for _, word := range []string{"commit", "end", "commit transaction", "commit work"} {
+		if strings.EqualFold(query, word) {
 			return true
 		}
 	}
