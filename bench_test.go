@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/pgqueue/pgqueue"
+	"github.com/pgqueue/pgqueue/internal/testlog"
 )
 
 // The benchmarks run against the test server (see internal/pgtest); run
@@ -110,7 +111,7 @@ func BenchmarkWork(b *testing.B) {
 		}
 		return nil
 	}, nil))
-	worker := newClient(b, pool, &pgqueue.Config{Workers: ws, Queues: map[string]pgqueue.QueueConfig{pgqueue.DefaultQueue: {MaxWorkers: 1000}}, Logger: discardLogger()})
+	worker := newClient(b, pool, &pgqueue.Config{Workers: ws, Queues: map[string]pgqueue.QueueConfig{pgqueue.DefaultQueue: {MaxWorkers: 1000}}, Logger: testlog.Discard()})
 	b.ResetTimer()
 	must(b, worker.Start(ctx))
 	<-finished

@@ -8,6 +8,12 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 )
 
+// CopyThreshold is the batch size from which EnqueueMany writes with COPY.
+const CopyThreshold = copyThreshold
+
+// NotifyChannel is the NOTIFY channel of a schema's inserts.
+var NotifyChannel = notifyChannel
+
 // SetBeforeRescueWrite installs a hook that runs between the rescuer's read
 // of expired jobs and its conditional write.
 func SetBeforeRescueWrite(c *Client, f func(ids []int64)) { c.testHooks.beforeRescueWrite = f }

@@ -3,12 +3,47 @@ package pgqueue_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/pgqueue/pgqueue"
 )
+
+// A batch of 100,000 jobs over three queues, one in ten scheduled, goes
+// through COPY whole.
+func TestEnqueueManyCopies100000(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := newPool(t)
+	c := newClient(t, pool, nil)
+	const n = 100_000
+	params := make([]pgqueue.EnqueueParams, n)
+	for i := range params {
+		opts := &pgqueue.InsertOpts{Queue: fmt.Sprintf("q%d", i%3), Priority: int16(i % 5)}
+		if i%10 == 0 {
+			opts.RunAt = time.Now().Add(time.Hour)
+		}
+		params[i] = pgqueue.EnqueueParams{Args: emailArgs{To: fmt.Sprint(i)}, Opts: opts}
+	}
+	got, err := c.EnqueueMany(ctx, params)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got != n {
+		t.Fatalf("inserted %d, want %d", got, n)
+	}
+	if a := countJobs(t, pool, "state = 'available'"); a != n*9/10 {
+		t.Fatalf("%d available, want %d", a, n*9/10)
+	}
+	if s := countJobs(t, pool, "state = 'scheduled'"); s != n/10 {
+		t.Fatalf("%d scheduled, want %d", s, n/10)
+	}
+	if q := countJobs(t, pool, "queue = 'q1' AND args->>'to' = '1'"); q != 1 {
+		t.Fatalf("job 1 not found with its args")
+	}
+}
 
 // COPY writes every column in binary: each must read back as Enqueue
 // would have written it.

@@ -2,8 +2,6 @@ package pgqueue_test
 
 import (
 	"context"
-	"fmt"
-	"log/slog"
 	"strings"
 	"testing"
 	"time"
@@ -92,75 +90,32 @@ func TestWakeUp(t *testing.T) {
 	})
 }
 
-// TestBatchedResults checks that one batch of results refuses the jobs
-// whose claim was lost and writes the others.
-func TestBatchedResults(t *testing.T) {
+// TestNotifyChannel checks that a schema's channel name stays within
+// PostgreSQL's 63-byte identifier limit, and distinct per schema.
+func TestNotifyChannel(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
-	pool := newPool(t)
-	auditUpdates(t, pool)
-	var logs syncBuffer
-	release := make(chan struct{})
-	ws := pgqueue.NewWorkers()
-	must(t, pgqueue.AddWorkerFunc(ws, func(ctx context.Context, job *pgqueue.Job[noteArgs]) error {
-		<-release
-		if job.Args.N == 3 {
-			// Taken over while running: its result must not land.
-			if _, err := pool.Exec(ctx, "UPDATE pgqueue.jobs SET fence = nextval('pgqueue.fence_seq') WHERE id = $1", job.ID); err != nil {
-				return err
-			}
+	long := strings.Repeat("s", 63)
+	for _, tc := range []struct {
+		schema string
+		want   string // "" for a hashed name
+	}{
+		{"pgqueue", "pgqueue_jobs"},
+		{strings.Repeat("s", 58), strings.Repeat("s", 58) + "_jobs"},
+		{strings.Repeat("s", 59), ""},
+		{long, ""},
+	} {
+		got := pgqueue.NotifyChannel(tc.schema)
+		if tc.want != "" && got != tc.want {
+			t.Errorf("schema of %d bytes: channel %q, want %q", len(tc.schema), got, tc.want)
 		}
-		return nil
-	}, nil))
-	params := make([]pgqueue.EnqueueParams, 8)
-	for i := range params {
-		params[i] = pgqueue.EnqueueParams{Args: noteArgs{N: i}}
+		if len(got) > 63 || !strings.HasSuffix(got, "_jobs") || !strings.HasPrefix(got, tc.schema[:min(len(tc.schema), 49)]) {
+			t.Errorf("schema of %d bytes: channel %q", len(tc.schema), got)
+		}
 	}
-	_, err := newClient(t, pool, nil).EnqueueMany(ctx, params)
-	must(t, err)
-	startClient(t, pool, ws, &pgqueue.Config{
-		Queues:             map[string]pgqueue.QueueConfig{pgqueue.DefaultQueue: {MaxWorkers: 8}},
-		CompleteBatchDelay: 200 * time.Millisecond,
-		Logger:             slog.New(slog.NewTextHandler(&logs, nil)),
-	})
-	waitFor(t, "all running", func() bool { return countJobs(t, pool, "state = 'running'") == 8 })
-	close(release)
-	waitFor(t, "seven completed", func() bool { return countJobs(t, pool, "state = 'completed'") == 7 })
-	time.Sleep(300 * time.Millisecond)
-	if n := countJobs(t, pool, "state = 'running' AND args->>'n' = '3'"); n != 1 {
-		t.Fatal("the taken-over job's stale result landed")
-	}
-	var statements int
-	must(t, pool.QueryRow(ctx, "SELECT count(DISTINCT xmin::text) FROM pgqueue.jobs WHERE state = 'completed'").Scan(&statements))
-	if statements != 1 {
-		t.Fatalf("seven results written by %d transactions, want one batch", statements)
-	}
-	var id int64
-	must(t, pool.QueryRow(ctx, "SELECT id FROM pgqueue.jobs WHERE args->>'n' = '3'").Scan(&id))
-	if !strings.Contains(logs.String(), fmt.Sprintf("job=%d", id)) || !strings.Contains(logs.String(), "refused") {
-		t.Fatalf("lost job %d not reported:\n%s", id, logs.String())
-	}
-}
-
-func TestEnqueueManySmallBatch(t *testing.T) {
-	t.Parallel()
-	ctx := context.Background()
-	pool := newPool(t)
-	c := newClient(t, pool, nil)
-	var past time.Time
-	must(t, pool.QueryRow(ctx, "SELECT now() - interval '1 minute'").Scan(&past))
-	n, err := c.EnqueueMany(ctx, []pgqueue.EnqueueParams{
-		{Args: noteArgs{N: 1}, Opts: &pgqueue.InsertOpts{Queue: "a", Priority: 2, Tags: []string{"x", "y"}, Meta: map[string]any{"k": 1}, MaxAttempts: 3}},
-		{Args: noteArgs{N: 2}, Opts: &pgqueue.InsertOpts{RunAt: time.Now().Add(time.Hour)}},
-		{Args: noteArgs{N: 3}, Opts: &pgqueue.InsertOpts{RunAt: past, SingletonKey: "k"}},
-	})
-	must(t, err)
-	if n != 3 {
-		t.Fatalf("inserted %d", n)
-	}
-	if countJobs(t, pool, "queue = 'a' AND priority = 2 AND tags = '{x,y}' AND meta = '{\"k\": 1}' AND max_attempts = 3 AND state = 'available'") != 1 ||
-		countJobs(t, pool, "args->>'n' = '2' AND state = 'scheduled'") != 1 ||
-		countJobs(t, pool, "args->>'n' = '3' AND state = 'available' AND singleton_key = 'k'") != 1 {
-		t.Fatal("small batch rows differ from what was asked")
+	// Long schemas that share the kept prefix still get channels of their
+	// own.
+	a, b := pgqueue.NotifyChannel(long[:62]+"a"), pgqueue.NotifyChannel(long[:62]+"b")
+	if a == b {
+		t.Fatalf("schemas differing past the prefix share channel %q", a)
 	}
 }

@@ -1,0 +1,137 @@
+package pgqueue_test
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/pgqueue/pgqueue"
+)
+
+type effectArgs struct{}
+
+func (effectArgs) Kind() string { return "effect" }
+
+// TestCompleteTx checks that a handler's CompleteTx commits the job's
+// completion with its own effects, all or nothing, and is refused once the
+// job was taken over.
+func TestCompleteTx(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+
+	setup := func(t *testing.T, handler func(c *pgqueue.Client, pool *pgxpool.Pool) func(ctx context.Context, job *pgqueue.Job[effectArgs]) error) (*pgxpool.Pool, *pgqueue.Client) {
+		pool := newPool(t)
+		auditUpdates(t, pool)
+		_, err := pool.Exec(ctx, "CREATE TABLE effects (job_id bigint, fence bigint)")
+		must(t, err)
+		ws := pgqueue.NewWorkers()
+		c := newClient(t, pool, &pgqueue.Config{Workers: ws, Queues: map[string]pgqueue.QueueConfig{"default": {MaxWorkers: 1}},
+			FetchPollInterval: 50 * time.Millisecond, RetryPolicy: pgqueue.RetryPolicyFunc(func(int, error) time.Duration { return 0 })})
+		must(t, pgqueue.AddWorkerFunc(ws, handler(c, pool), nil))
+		return pool, c
+	}
+	run := func(t *testing.T, c *pgqueue.Client) {
+		must(t, c.Start(ctx))
+		t.Cleanup(func() { must(t, c.Stop(ctx)) })
+	}
+
+	t.Run("EffectAndCompletionCommitTogether", func(t *testing.T) {
+		t.Parallel()
+		pool, c := setup(t, func(c *pgqueue.Client, pool *pgxpool.Pool) func(ctx context.Context, job *pgqueue.Job[effectArgs]) error {
+			return func(ctx context.Context, job *pgqueue.Job[effectArgs]) error {
+				tx, err := pool.Begin(ctx)
+				if err != nil {
+					return err
+				}
+				defer tx.Rollback(ctx)
+				if _, err := tx.Exec(ctx, "INSERT INTO effects VALUES ($1, $2)", job.ID, job.Fence); err != nil {
+					return err
+				}
+				if err := c.CompleteTx(ctx, tx, job.JobRow); err != nil {
+					return err
+				}
+				return tx.Commit(ctx)
+			}
+		})
+		row, err := c.Enqueue(ctx, effectArgs{}, nil)
+		must(t, err)
+		run(t, c)
+		waitState(t, pool, row.ID, "completed")
+		time.Sleep(300 * time.Millisecond)
+		if n := updatesTo(t, pool, row.ID, "completed"); n != 1 {
+			t.Fatalf("job completed %d times, want once", n)
+		}
+		var effects int
+		must(t, pool.QueryRow(ctx, "SELECT count(*) FROM effects WHERE job_id = $1", row.ID).Scan(&effects))
+		if effects != 1 {
+			t.Fatalf("%d effects", effects)
+		}
+	})
+
+	t.Run("RolledBackCompletionIsRetried", func(t *testing.T) {
+		t.Parallel()
+		var runs atomic.Int32
+		pool, c := setup(t, func(c *pgqueue.Client, pool *pgxpool.Pool) func(ctx context.Context, job *pgqueue.Job[effectArgs]) error {
+			return func(ctx context.Context, job *pgqueue.Job[effectArgs]) error {
+				tx, err := pool.Begin(ctx)
+				if err != nil {
+					return err
+				}
+				defer tx.Rollback(ctx)
+				if err := c.CompleteTx(ctx, tx, job.JobRow); err != nil {
+					return err
+				}
+				if runs.Add(1) == 1 {
+					return errors.New("effect failed after CompleteTx") // rolls back
+				}
+				return tx.Commit(ctx)
+			}
+		})
+		row, err := c.Enqueue(ctx, effectArgs{}, nil)
+		must(t, err)
+		run(t, c)
+		s := waitState(t, pool, row.ID, "completed")
+		if s.attempt != 2 || runs.Load() != 2 {
+			t.Fatalf("attempt %d runs %d", s.attempt, runs.Load())
+		}
+	})
+
+	t.Run("StaleFenceIsRefused", func(t *testing.T) {
+		t.Parallel()
+		got := make(chan error, 1)
+		pool, c := setup(t, func(c *pgqueue.Client, pool *pgxpool.Pool) func(ctx context.Context, job *pgqueue.Job[effectArgs]) error {
+			return func(ctx context.Context, job *pgqueue.Job[effectArgs]) error {
+				// Someone took the job over while this handler ran.
+				if _, err := pool.Exec(ctx, "UPDATE pgqueue.jobs SET fence = nextval('pgqueue.fence_seq') WHERE id = $1", job.ID); err != nil {
+					return err
+				}
+				tx, err := pool.Begin(ctx)
+				if err != nil {
+					return err
+				}
+				defer tx.Rollback(ctx)
+				if _, err := tx.Exec(ctx, "INSERT INTO effects VALUES ($1, $2)", job.ID, job.Fence); err != nil {
+					return err
+				}
+				err = c.CompleteTx(ctx, tx, job.JobRow)
+				got <- err
+				return err
+			}
+		})
+		row, err := c.Enqueue(ctx, effectArgs{}, nil)
+		must(t, err)
+		run(t, c)
+		if err := <-got; !errors.Is(err, pgqueue.ErrJobLeaseLost) {
+			t.Fatalf("CompleteTx: %v, want ErrJobLeaseLost", err)
+		}
+		var effects int
+		must(t, pool.QueryRow(ctx, "SELECT count(*) FROM effects").Scan(&effects))
+		if effects != 0 || readJob(t, pool, row.ID).state != "running" {
+			t.Fatal("stale completion had an effect")
+		}
+	})
+}

@@ -1,0 +1,122 @@
+package pgqueue_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/pgqueue/pgqueue"
+	"github.com/pgqueue/pgqueue/internal/testlog"
+)
+
+// TestUnknownCommitOutcome loses the reply of the statement that records a
+// result, once after the write landed and once before: either way the job
+// is completed exactly once, the client reading the row back rather than
+// guessing.
+func TestUnknownCommitOutcome(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	lostReply := errors.New("connection reset after the statement was sent")
+
+	for _, tc := range []struct {
+		name   string
+		landed bool // whether the write reached the database before the error
+	}{{"WriteLandedReplyLost", true}, {"WriteNeverLanded", false}} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			pool := newPool(t)
+			auditUpdates(t, pool)
+			ws := pgqueue.NewWorkers()
+			must(t, pgqueue.AddWorkerFunc(ws, func(ctx context.Context, job *pgqueue.Job[noteArgs]) error { return nil }, nil))
+			var logs testlog.Buffer
+			c := newClient(t, pool, &pgqueue.Config{Workers: ws, Queues: map[string]pgqueue.QueueConfig{"default": {MaxWorkers: 1}}, FetchPollInterval: 50 * time.Millisecond, Logger: logs.Logger()})
+			var failed atomic.Bool
+			pgqueue.SetFinishQuery(c, func(ctx context.Context, query string, args ...any) (pgx.Rows, error) {
+				if failed.CompareAndSwap(false, true) {
+					if tc.landed {
+						rows, err := pool.Query(ctx, query, args...)
+						if err != nil {
+							return nil, err
+						}
+						rows.Close()
+						if err := rows.Err(); err != nil {
+							return nil, err
+						}
+					}
+					return nil, lostReply
+				}
+				return pool.Query(ctx, query, args...)
+			})
+			row, err := c.Enqueue(ctx, noteArgs{}, nil)
+			must(t, err)
+			must(t, c.Start(ctx))
+			defer c.Stop(ctx)
+			waitState(t, pool, row.ID, "completed")
+			time.Sleep(300 * time.Millisecond)
+			if n := updatesTo(t, pool, row.ID, "completed"); n != 1 {
+				t.Fatalf("completed %d times, want exactly once", n)
+			}
+			// The client learnt the outcome instead of guessing: no false
+			// report of a refused write or of giving up.
+			if out := logs.String(); strings.Contains(out, "refused") || strings.Contains(out, "giving up") {
+				t.Fatalf("client misread the outcome:\n%s", out)
+			}
+		})
+	}
+}
+
+// TestBatchedResults checks that one batch of results refuses the jobs
+// whose claim was lost and writes the others.
+func TestBatchedResults(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := newPool(t)
+	auditUpdates(t, pool)
+	var logs testlog.Buffer
+	release := make(chan struct{})
+	ws := pgqueue.NewWorkers()
+	must(t, pgqueue.AddWorkerFunc(ws, func(ctx context.Context, job *pgqueue.Job[noteArgs]) error {
+		<-release
+		if job.Args.N == 3 {
+			// Taken over while running: its result must not land.
+			if _, err := pool.Exec(ctx, "UPDATE pgqueue.jobs SET fence = nextval('pgqueue.fence_seq') WHERE id = $1", job.ID); err != nil {
+				return err
+			}
+		}
+		return nil
+	}, nil))
+	params := make([]pgqueue.EnqueueParams, 8)
+	for i := range params {
+		params[i] = pgqueue.EnqueueParams{Args: noteArgs{N: i}}
+	}
+	_, err := newClient(t, pool, nil).EnqueueMany(ctx, params)
+	must(t, err)
+	startClient(t, pool, ws, &pgqueue.Config{
+		Queues:             map[string]pgqueue.QueueConfig{pgqueue.DefaultQueue: {MaxWorkers: 8}},
+		CompleteBatchDelay: 200 * time.Millisecond,
+		Logger:             logs.Logger(),
+	})
+	waitFor(t, "all running", func() bool { return countJobs(t, pool, "state = 'running'") == 8 })
+	close(release)
+	waitFor(t, "seven completed", func() bool { return countJobs(t, pool, "state = 'completed'") == 7 })
+	time.Sleep(300 * time.Millisecond)
+	if n := countJobs(t, pool, "state = 'running' AND args->>'n' = '3'"); n != 1 {
+		t.Fatal("the taken-over job's stale result landed")
+	}
+	var statements int
+	must(t, pool.QueryRow(ctx, "SELECT count(DISTINCT xmin::text) FROM pgqueue.jobs WHERE state = 'completed'").Scan(&statements))
+	if statements != 1 {
+		t.Fatalf("seven results written by %d transactions, want one batch", statements)
+	}
+	var id int64
+	must(t, pool.QueryRow(ctx, "SELECT id FROM pgqueue.jobs WHERE args->>'n' = '3'").Scan(&id))
+	if !strings.Contains(logs.String(), fmt.Sprintf("job=%d", id)) || !strings.Contains(logs.String(), "refused") {
+		t.Fatalf("lost job %d not reported:\n%s", id, logs.String())
+	}
+}

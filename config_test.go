@@ -1,0 +1,74 @@
+package pgqueue_test
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/pgqueue/pgqueue"
+)
+
+// TestConfigValidation checks the values New accepts, and the sentinel it
+// refuses the others with. New does not touch the database.
+func TestConfigValidation(t *testing.T) {
+	t.Parallel()
+	pool := newPool(t)
+	queues := func(name string, maxWorkers int) *pgqueue.Config {
+		return &pgqueue.Config{Workers: pgqueue.NewWorkers(), Queues: map[string]pgqueue.QueueConfig{name: {MaxWorkers: maxWorkers}}}
+	}
+	for _, tc := range []struct {
+		name string
+		cfg  *pgqueue.Config
+		want error // nil: accepted
+	}{
+		{"NilMeansDefaults", nil, nil},
+		{"ZeroValue", &pgqueue.Config{}, nil},
+		{"ShortestJobLease", &pgqueue.Config{JobLease: time.Second}, nil},
+		{"HeartbeatJustUnderJobLease", &pgqueue.Config{JobLease: 3 * time.Second, HeartbeatInterval: 3*time.Second - time.Nanosecond}, nil},
+		{"NegativeJobTimeoutMeansNoLimit", &pgqueue.Config{JobTimeout: -1}, nil},
+		{"NegativeClaimBatchDelayMeansAtOnce", &pgqueue.Config{ClaimBatchDelay: -1}, nil},
+		{"CustomSchema", &pgqueue.Config{Schema: "jobs_custom"}, nil},
+		{"LongestQueueName", queues(strings.Repeat("q", 63), 1), nil},
+		{"QueueNameWithDotsAndDashes", queues("mail.eu-west_1", 1), nil},
+
+		{"NegativeJobLease", &pgqueue.Config{JobLease: -time.Second}, pgqueue.ErrInvalidOption},
+		{"NegativeHeartbeatInterval", &pgqueue.Config{HeartbeatInterval: -time.Second}, pgqueue.ErrInvalidOption},
+		{"NegativeRescueInterval", &pgqueue.Config{RescueInterval: -time.Second}, pgqueue.ErrInvalidOption},
+		{"NegativeFetchPollInterval", &pgqueue.Config{FetchPollInterval: -time.Second}, pgqueue.ErrInvalidOption},
+		{"NegativeSchedulerInterval", &pgqueue.Config{SchedulerInterval: -time.Second}, pgqueue.ErrInvalidOption},
+		{"NegativeUnknownKindDelay", &pgqueue.Config{UnknownKindDelay: -time.Second}, pgqueue.ErrInvalidOption},
+		{"NegativeCancelGrace", &pgqueue.Config{CancelGrace: -time.Second}, pgqueue.ErrInvalidOption},
+		{"JobLeaseUnderOneSecond", &pgqueue.Config{JobLease: time.Second - time.Millisecond}, pgqueue.ErrInvalidOption},
+		{"HeartbeatEqualToJobLease", &pgqueue.Config{JobLease: 3 * time.Second, HeartbeatInterval: 3 * time.Second}, pgqueue.ErrInvalidOption},
+		{"HeartbeatLongerThanDefaultJobLease", &pgqueue.Config{HeartbeatInterval: time.Minute}, pgqueue.ErrInvalidOption},
+		{"NegativeCompleteBatchSize", &pgqueue.Config{CompleteBatchSize: -1}, pgqueue.ErrInvalidOption},
+		{"NegativeCompleteBatchDelay", &pgqueue.Config{CompleteBatchDelay: -1}, pgqueue.ErrInvalidOption},
+		{"NegativeMaxArgsSize", &pgqueue.Config{MaxArgsSize: -1}, pgqueue.ErrInvalidOption},
+		{"ZeroMaxWorkers", queues("a", 0), pgqueue.ErrInvalidOption},
+		{"NegativeMaxWorkers", queues("a", -1), pgqueue.ErrInvalidOption},
+
+		{"QueueWithPunctuation", queues("Bad!", 1), pgqueue.ErrInvalidQueue},
+		{"QueueUpperCase", queues("Mail", 1), pgqueue.ErrInvalidQueue},
+		{"QueueWithSpace", queues("no spaces", 1), pgqueue.ErrInvalidQueue},
+		{"QueueEmpty", queues("", 1), pgqueue.ErrInvalidQueue},
+		{"QueueStartsWithDash", queues("-a", 1), pgqueue.ErrInvalidQueue},
+		{"QueueTooLong", queues(strings.Repeat("q", 64), 1), pgqueue.ErrInvalidQueue},
+
+		{"SchemaInjection", &pgqueue.Config{Schema: `x"; drop`}, pgqueue.ErrInvalidSchema},
+		{"SchemaUpperCase", &pgqueue.Config{Schema: "Jobs"}, pgqueue.ErrInvalidSchema},
+		{"SchemaStartsWithDigit", &pgqueue.Config{Schema: "1jobs"}, pgqueue.ErrInvalidSchema},
+		{"SchemaWithDash", &pgqueue.Config{Schema: "my-jobs"}, pgqueue.ErrInvalidSchema},
+		{"SchemaTooLong", &pgqueue.Config{Schema: strings.Repeat("s", 64)}, pgqueue.ErrInvalidSchema},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := pgqueue.New(pool, tc.cfg)
+			if tc.want == nil && err != nil {
+				t.Fatalf("New: %v, want no error", err)
+			}
+			if !errors.Is(err, tc.want) {
+				t.Fatalf("New: err = %v, want %v", err, tc.want)
+			}
+		})
+	}
+}

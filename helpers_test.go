@@ -1,0 +1,199 @@
+package pgqueue_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/pgqueue/pgqueue"
+	"github.com/pgqueue/pgqueue/internal/pgtest"
+)
+
+// The helpers and job args shared by the root package's tests. A helper or
+// args type used by one file's tests lives in that file.
+
+type noteArgs struct {
+	N int `json:"n"`
+}
+
+func (noteArgs) Kind() string { return "note" }
+
+type emailArgs struct {
+	To string `json:"to"`
+}
+
+func (emailArgs) Kind() string { return "email" }
+
+// emptyKindArgs has a kind nothing accepts.
+type emptyKindArgs struct{}
+
+func (emptyKindArgs) Kind() string { return "" }
+
+func must(t testing.TB, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// newPool returns a pool on a fresh database of the test's own, closed when
+// the test ends.
+func newPool(t testing.TB) *pgxpool.Pool {
+	t.Helper()
+	connString := pgtest.DB().NewDatabase(t)
+	cfg, err := pgxpool.ParseConfig(connString)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.MaxConns = 20
+	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	return pool
+}
+
+func newClient(t testing.TB, pool *pgxpool.Pool, cfg *pgqueue.Config) *pgqueue.Client {
+	t.Helper()
+	c, err := pgqueue.New(pool, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// workBundle is a started client with its pool.
+type workBundle struct {
+	pool   *pgxpool.Pool
+	client *pgqueue.Client
+}
+
+// startClient starts a client working queue "default" with the given workers
+// and stops it when the test ends.
+func startClient(t *testing.T, pool *pgxpool.Pool, workers *pgqueue.Workers, cfg *pgqueue.Config) *workBundle {
+	t.Helper()
+	if cfg == nil {
+		cfg = &pgqueue.Config{}
+	}
+	cfg.Workers = workers
+	if cfg.Queues == nil {
+		cfg.Queues = map[string]pgqueue.QueueConfig{pgqueue.DefaultQueue: {MaxWorkers: 4}}
+	}
+	if cfg.FetchPollInterval == 0 {
+		cfg.FetchPollInterval = 50 * time.Millisecond
+	}
+	if cfg.SchedulerInterval == 0 {
+		cfg.SchedulerInterval = 100 * time.Millisecond
+	}
+	if cfg.RetryPolicy == nil {
+		cfg.RetryPolicy = pgqueue.RetryPolicyFunc(func(int, error) time.Duration { return 0 })
+	}
+	c := newClient(t, pool, cfg)
+	if err := c.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := c.Stop(ctx); err != nil && !errors.Is(err, pgqueue.ErrNotStarted) {
+			t.Errorf("stop: %v", err)
+		}
+	})
+	return &workBundle{pool: pool, client: c}
+}
+
+func countJobs(t *testing.T, pool *pgxpool.Pool, where string, args ...any) int {
+	t.Helper()
+	var n int
+	if err := pool.QueryRow(context.Background(), "SELECT count(*) FROM pgqueue.jobs WHERE "+where, args...).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// jobState reads a job back.
+type jobState struct {
+	state    string
+	attempt  int
+	fence    *int64
+	errors   []string
+	traces   []string
+	runAt    time.Time
+	attempts *time.Time
+}
+
+func readJob(t *testing.T, pool *pgxpool.Pool, id int64) jobState {
+	t.Helper()
+	var s jobState
+	err := pool.QueryRow(context.Background(), `
+		SELECT state, attempt, fence, run_at, attempted_at,
+		       coalesce((SELECT array_agg(e->>'error') FROM jsonb_array_elements(errors) e), '{}'),
+		       coalesce((SELECT array_agg(coalesce(e->>'trace', '')) FROM jsonb_array_elements(errors) e), '{}')
+		FROM pgqueue.jobs WHERE id = $1`, id).Scan(&s.state, &s.attempt, &s.fence, &s.runAt, &s.attempts, &s.errors, &s.traces)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// waitFor polls cond until it holds or the deadline passes.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func waitState(t *testing.T, pool *pgxpool.Pool, id int64, want string) jobState {
+	t.Helper()
+	var s jobState
+	waitFor(t, fmt.Sprintf("job %d to be %s", id, want), func() bool {
+		s = readJob(t, pool, id)
+		return s.state == want
+	})
+	return s
+}
+
+// auditUpdates counts every update of pgqueue.jobs by the state it wrote
+// (see updatesTo).
+func auditUpdates(t *testing.T, pool *pgxpool.Pool) {
+	t.Helper()
+	_, err := pool.Exec(context.Background(), `
+		CREATE TABLE job_updates (job_id bigint, state text, fence bigint);
+		CREATE FUNCTION audit_update() RETURNS trigger LANGUAGE plpgsql AS $$
+		BEGIN
+			INSERT INTO job_updates VALUES (NEW.id, NEW.state, NEW.fence);
+			RETURN NEW;
+		END $$;
+		CREATE TRIGGER audit_update AFTER UPDATE ON pgqueue.jobs FOR EACH ROW EXECUTE FUNCTION audit_update();`)
+	must(t, err)
+}
+
+// updatesTo returns how many updates auditUpdates saw set job id to state.
+func updatesTo(t *testing.T, pool *pgxpool.Pool, id int64, state string) int {
+	t.Helper()
+	var n int
+	must(t, pool.QueryRow(context.Background(), "SELECT count(*) FROM job_updates WHERE job_id = $1 AND state = $2", id, state).Scan(&n))
+	return n
+}
+
+// claimAsDeadWorker claims job id the way a worker would and lets its lease
+// expire at once, as if that worker had died. It returns the claim's fence.
+func claimAsDeadWorker(t *testing.T, pool *pgxpool.Pool, id int64) int64 {
+	t.Helper()
+	var fence int64
+	must(t, pool.QueryRow(context.Background(), `
+		UPDATE pgqueue.jobs SET state = 'running', attempt = attempt + 1, fence = nextval('pgqueue.fence_seq'),
+			lease_until = now() - interval '1 second', worker_id = 'dead-worker', attempted_at = now()
+		WHERE id = $1 RETURNING fence`, id).Scan(&fence))
+	return fence
+}
