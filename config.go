@@ -196,7 +196,7 @@ func (c *Config) withDefaults() (*Config, error) {
 	for _, d := range []struct {
 		name string
 		v    time.Duration
-	}{{"JobLease", out.JobLease}, {"HeartbeatInterval", out.HeartbeatInterval}, {"RescueInterval", out.RescueInterval}, {"FetchPollInterval", out.FetchPollInterval}, {"SchedulerInterval", out.SchedulerInterval}, {"UnknownKindDelay", out.UnknownKindDelay}, {"CancelGrace", out.CancelGrace}} {
+	}{{"JobLease", out.JobLease}, {"HeartbeatInterval", out.HeartbeatInterval}, {"RescueInterval", out.RescueInterval}, {"FetchPollInterval", out.FetchPollInterval}, {"SchedulerInterval", out.SchedulerInterval}, {"UnknownKindDelay", out.UnknownKindDelay}, {"CancelGrace", out.CancelGrace}, {"LeaderTTL", out.LeaderTTL}, {"SingletonRetryDelay", out.SingletonRetryDelay}} {
 		if d.v < 0 {
 			return nil, fmt.Errorf("%w: %s must not be negative, got %s", ErrInvalidOption, d.name, d.v)
 		}

@@ -39,6 +39,8 @@ func TestConfigValidation(t *testing.T) {
 		{"NegativeSchedulerInterval", &pgqueue.Config{SchedulerInterval: -time.Second}, pgqueue.ErrInvalidOption},
 		{"NegativeUnknownKindDelay", &pgqueue.Config{UnknownKindDelay: -time.Second}, pgqueue.ErrInvalidOption},
 		{"NegativeCancelGrace", &pgqueue.Config{CancelGrace: -time.Second}, pgqueue.ErrInvalidOption},
+		{"NegativeLeaderTTL", &pgqueue.Config{LeaderTTL: -time.Second}, pgqueue.ErrInvalidOption},
+		{"NegativeSingletonRetryDelay", &pgqueue.Config{SingletonRetryDelay: -time.Second}, pgqueue.ErrInvalidOption},
 		{"JobLeaseUnderOneSecond", &pgqueue.Config{JobLease: time.Second - time.Millisecond}, pgqueue.ErrInvalidOption},
 		{"HeartbeatEqualToJobLease", &pgqueue.Config{JobLease: 3 * time.Second, HeartbeatInterval: 3 * time.Second}, pgqueue.ErrInvalidOption},
 		{"HeartbeatLongerThanDefaultJobLease", &pgqueue.Config{HeartbeatInterval: time.Minute}, pgqueue.ErrInvalidOption},
