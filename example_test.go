@@ -3,45 +3,16 @@ package pgqueue_test
 import (
 	"context"
 	"fmt"
-	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/pgqueue/pgqueue"
-	"github.com/pgqueue/pgqueue/internal/pgtest"
+	"github.com/pgqueue/pgqueue/internal/testdb"
 )
 
-// exampleDB gives an example a migrated database of its own, like a test's,
-// and a function that drops it.
-func exampleDB() (*pgxpool.Pool, func()) {
-	ctx := context.Background()
-	name := fmt.Sprintf("pgqueue_example_%d", time.Now().UnixNano())
-	admin, err := pgx.Connect(ctx, pgtest.Shared().AdminConnString())
-	if err != nil {
-		panic(err)
-	}
-	defer admin.Close(ctx)
-	ident := pgx.Identifier{name}.Sanitize()
-	if _, err := admin.Exec(ctx, "CREATE DATABASE "+ident+" TEMPLATE "+pgx.Identifier{pgtest.DB().Name()}.Sanitize()); err != nil {
-		panic(err)
-	}
-	pool, err := pgxpool.New(ctx, pgtest.Shared().ConnString(name))
-	if err != nil {
-		panic(err)
-	}
-	return pool, func() {
-		pool.Close()
-		admin, err := pgx.Connect(ctx, pgtest.Shared().AdminConnString())
-		if err != nil {
-			panic(err)
-		}
-		defer admin.Close(ctx)
-		if _, err := admin.Exec(ctx, "DROP DATABASE "+ident+" WITH (FORCE)"); err != nil {
-			panic(err)
-		}
-	}
-}
+// exampleDB gives an example a migrated database of its own and a
+// function that drops it.
+func exampleDB() (*pgxpool.Pool, func()) { return testdb.ExamplePool("pgqueue_example") }
 
 type SendEmailArgs struct {
 	To string `json:"to"`

@@ -9,7 +9,9 @@ import (
 	"fmt"
 	"os"
 	"testing"
+	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"go.uber.org/goleak"
 
@@ -40,4 +42,34 @@ func migrateTemplate(ctx context.Context, connString string) error {
 	defer pool.Close()
 	_, err = pgqueue.Migrate(ctx, pool, "")
 	return err
+}
+
+// ExamplePool gives an Example function a migrated database of its own,
+// cloned from the template like a test's (an example has no testing.TB to
+// clean up after it), and a function that closes the pool and drops the
+// database. prefix starts the database's name. It panics on failure, as an
+// example has no other way to fail.
+func ExamplePool(prefix string) (*pgxpool.Pool, func()) {
+	ctx := context.Background()
+	name := fmt.Sprintf("%s_%d", prefix, time.Now().UnixNano())
+	ident := pgx.Identifier{name}.Sanitize()
+	adminExec := func(sql string) {
+		admin, err := pgx.Connect(ctx, pgtest.Shared().AdminConnString())
+		if err != nil {
+			panic(err)
+		}
+		defer admin.Close(ctx)
+		if _, err := admin.Exec(ctx, sql); err != nil {
+			panic(err)
+		}
+	}
+	adminExec("CREATE DATABASE " + ident + " TEMPLATE " + pgx.Identifier{pgtest.DB().Name()}.Sanitize())
+	pool, err := pgxpool.New(ctx, pgtest.Shared().ConnString(name))
+	if err != nil {
+		panic(err)
+	}
+	return pool, func() {
+		pool.Close()
+		adminExec("DROP DATABASE " + ident + " WITH (FORCE)")
+	}
 }
