@@ -28,23 +28,15 @@ const rescueBatch = 1000
 
 // run rescues every interval until ctx (the term) ends.
 func (r *rescuer) run(ctx context.Context) {
-	tick := time.NewTicker(r.interval)
-	defer tick.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C:
-		}
+	every(ctx, r.interval, func() {
 		n, err := r.rescue(rescueBatch)
-		if err != nil {
+		switch {
+		case err != nil:
 			r.log.Error("pgqueue: rescue failed", "err", err)
-			continue
-		}
-		if n > 0 {
+		case n > 0:
 			r.log.Info("pgqueue: rescued jobs with expired leases", "jobs", n)
 		}
-	}
+	})
 }
 
 // rescue reads up to limit expired jobs, then puts back those still as it

@@ -27,18 +27,11 @@ type poller struct {
 
 // run polls until ctx (the client's fetch context) ends.
 func (p *poller) run(ctx context.Context) {
-	tick := time.NewTicker(p.interval)
-	defer tick.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C:
-		}
+	every(ctx, p.interval, func() {
 		if err := p.poll(ctx); err != nil && ctx.Err() == nil {
 			p.log.Error("pgqueue: poll failed", "err", err)
 		}
-	}
+	})
 }
 
 func (p *poller) poll(ctx context.Context) error {
