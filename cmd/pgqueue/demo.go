@@ -110,8 +110,11 @@ func demo(ctx context.Context, a demoArgs, stdout, stderr io.Writer) (err error)
 		fmt.Fprintf(stdout, "using database %q on %s:%d\n", cfg.ConnConfig.Database, cfg.ConnConfig.Host, cfg.ConnConfig.Port)
 	}
 
-	table := pgx.Identifier{a.schema, "jobs"}.Sanitize()
-	if err := prepareDemoSchema(ctx, pool, a.schema, table, stdout); err != nil {
+	q, err := loadDemoQueries(a.schema)
+	if err != nil {
+		return err
+	}
+	if err := prepareDemoSchema(ctx, pool, q, a.schema, stdout); err != nil {
 		return err
 	}
 	client, err := newDemoClient(pool, a.schema, stderr)
@@ -121,7 +124,7 @@ func demo(ctx context.Context, a demoArgs, stdout, stderr io.Writer) (err error)
 	if err := client.Start(ctx); err != nil {
 		return err
 	}
-	elapsed, workErr := enqueueAndWatch(ctx, client, pool, table, a, stdout)
+	elapsed, workErr := enqueueAndWatch(ctx, client, pool, q, a, stdout)
 	// The jobs are done, or the demo gives up: either way no running job
 	// is waited for long.
 	stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
@@ -129,7 +132,7 @@ func demo(ctx context.Context, a demoArgs, stdout, stderr io.Writer) (err error)
 	if err := errors.Join(workErr, client.Stop(stopCtx)); err != nil {
 		return err
 	}
-	return printSummary(ctx, pool, table, elapsed, stdout)
+	return printSummary(ctx, pool, q, elapsed, stdout)
 }
 
 // demoServer returns the connection string of the server to use and a
@@ -157,24 +160,26 @@ func demoServer(ctx context.Context, databaseURL string, stdout io.Writer) (stri
 // prepareDemoSchema migrates the demo's schema and empties its jobs table,
 // unless the table holds jobs of other kinds than the demo's: those are not
 // the demo's to delete.
-func prepareDemoSchema(ctx context.Context, pool *pgxpool.Pool, schema, table string, stdout io.Writer) error {
+func prepareDemoSchema(ctx context.Context, pool *pgxpool.Pool, q *demoQueries, schema string, stdout io.Writer) error {
 	res, err := pgqueue.Migrate(ctx, pool, schema)
 	if err != nil {
 		return err
 	}
 	printResult(stdout, "migrated", schema, res)
+	// Only for the messages: the statements carry the name themselves.
+	table := pgx.Identifier{schema, "jobs"}.Sanitize()
 	return pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, "LOCK TABLE "+table+" IN ACCESS EXCLUSIVE MODE"); err != nil {
+		if _, err := tx.Exec(ctx, q.lockJobs); err != nil {
 			return fmt.Errorf("empty %s: %w", table, err)
 		}
 		var foreign bool
-		if err := tx.QueryRow(ctx, "SELECT EXISTS (SELECT FROM "+table+" WHERE kind <> $1)", demoJob{}.Kind()).Scan(&foreign); err != nil {
+		if err := tx.QueryRow(ctx, q.foreignJobs, demoJob{}.Kind()).Scan(&foreign); err != nil {
 			return fmt.Errorf("empty %s: %w", table, err)
 		}
 		if foreign {
 			return fmt.Errorf("schema %s holds jobs the demo did not enqueue; refusing to empty it: choose another --schema", schema)
 		}
-		if _, err := tx.Exec(ctx, "TRUNCATE "+table); err != nil {
+		if _, err := tx.Exec(ctx, q.emptyJobs); err != nil {
 			return fmt.Errorf("empty %s: %w", table, err)
 		}
 		return nil
@@ -255,7 +260,7 @@ func demoParams(n int) []pgqueue.EnqueueParams {
 // none is left to run, or the timeout or an interrupt ends the wait. It
 // returns the time from the start of the enqueue to the end of the last
 // job.
-func enqueueAndWatch(ctx context.Context, client *pgqueue.Client, pool *pgxpool.Pool, table string, a demoArgs, stdout io.Writer) (time.Duration, error) {
+func enqueueAndWatch(ctx context.Context, client *pgqueue.Client, pool *pgxpool.Pool, q *demoQueries, a demoArgs, stdout io.Writer) (time.Duration, error) {
 	wctx, cancel := context.WithTimeout(ctx, a.timeout)
 	defer cancel()
 	start := time.Now()
@@ -277,7 +282,7 @@ func enqueueAndWatch(ctx context.Context, client *pgqueue.Client, pool *pgxpool.
 	var shown time.Time
 	width := 0
 	for {
-		counts, err := countStates(wctx, pool, table)
+		counts, err := countStates(wctx, pool, q)
 		if err != nil {
 			if tty {
 				fmt.Fprintln(stdout)
@@ -331,8 +336,8 @@ func isTerminal(w io.Writer) bool {
 	return err == nil && fi.Mode()&os.ModeCharDevice != 0
 }
 
-func countStates(ctx context.Context, pool *pgxpool.Pool, table string) (map[pgqueue.JobState]int64, error) {
-	rows, _ := pool.Query(ctx, "SELECT state, count(*) FROM "+table+" GROUP BY state")
+func countStates(ctx context.Context, pool *pgxpool.Pool, q *demoQueries) (map[pgqueue.JobState]int64, error) {
+	rows, _ := pool.Query(ctx, q.countStates)
 	counts := map[pgqueue.JobState]int64{}
 	var (
 		state string
@@ -362,13 +367,9 @@ func progressLine(counts map[pgqueue.JobState]int64, elapsed time.Duration) stri
 }
 
 // printSummary reports the run as the database recorded it.
-func printSummary(ctx context.Context, pool *pgxpool.Pool, table string, elapsed time.Duration, stdout io.Writer) error {
+func printSummary(ctx context.Context, pool *pgxpool.Pool, q *demoQueries, elapsed time.Duration, stdout io.Writer) error {
 	var completed, retried, discarded, attempts int64
-	err := pool.QueryRow(ctx, `SELECT count(*) FILTER (WHERE state = 'completed'),
-	count(*) FILTER (WHERE state = 'completed' AND attempt > 1),
-	count(*) FILTER (WHERE state = 'discarded'),
-	coalesce(sum(attempt), 0)
-FROM `+table).Scan(&completed, &retried, &discarded, &attempts)
+	err := pool.QueryRow(ctx, q.summary).Scan(&completed, &retried, &discarded, &attempts)
 	if err != nil {
 		return fmt.Errorf("summary: %w", err)
 	}

@@ -47,7 +47,7 @@ func TestDemo(t *testing.T) {
 		if code != exitOK {
 			t.Fatalf("exit code %d\nstdout: %s\nstderr: %s", code, stdout, stderr)
 		}
-		counts, err := countStates(t.Context(), pool, "pgqueue_demo.jobs")
+		counts, err := countStates(t.Context(), pool, demoQueriesFor(t, "pgqueue_demo"))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -121,7 +121,7 @@ func TestDemo(t *testing.T) {
 		if code != exitError || !strings.Contains(stderr.String(), "interrupted") {
 			t.Fatalf("exit code %d, want %d after an interrupt\nstdout: %s\nstderr: %s", code, exitError, stdout, &stderr)
 		}
-		counts, err := countStates(t.Context(), pool, "pgqueue_demo.jobs")
+		counts, err := countStates(t.Context(), pool, demoQueriesFor(t, "pgqueue_demo"))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -151,3 +151,13 @@ func (w *cancelOnOutput) Write(p []byte) (int, error) {
 type realJob struct{}
 
 func (realJob) Kind() string { return "send_invoice" }
+
+// demoQueriesFor returns the demo's statements for schema.
+func demoQueriesFor(t *testing.T, schema string) *demoQueries {
+	t.Helper()
+	q, err := loadDemoQueries(schema)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return q
+}

@@ -43,6 +43,8 @@ type Config struct {
 	Filler int
 	// Progress receives the live display; nil for none.
 	Progress io.Writer
+
+	sql *queries // see Config.queries
 }
 
 // Result is one measured run.
@@ -95,27 +97,24 @@ func Prepare(ctx context.Context, cfg *Config) error {
 	if _, err := pgqueue.Migrate(ctx, cfg.Pool, cfg.schema()); err != nil {
 		return err
 	}
-	jobs := pgx.Identifier{cfg.schema(), "jobs"}.Sanitize()
-	if _, err := cfg.Pool.Exec(ctx, "TRUNCATE "+jobs); err != nil {
-		return fmt.Errorf("empty %s: %w", jobs, err)
+	q, err := cfg.queries()
+	if err != nil {
+		return err
+	}
+	if _, err := cfg.Pool.Exec(ctx, q.emptyJobs); err != nil {
+		// The name only for the message: the statement carries its own.
+		return fmt.Errorf("empty %s: %w", pgx.Identifier{cfg.schema(), "jobs"}.Sanitize(), err)
 	}
 	if cfg.Filler > 0 {
 		// Half finished, half due in a day: neither may slow the claim.
-		_, err := cfg.Pool.Exec(ctx, `INSERT INTO `+jobs+` (queue, kind, state, run_at, finalized_at, attempt)
-			SELECT $2, 'bench_filler',
-			       CASE WHEN g % 2 = 0 THEN 'completed' ELSE 'scheduled' END,
-			       CASE WHEN g % 2 = 0 THEN now() ELSE now() + interval '1 day' END,
-			       CASE WHEN g % 2 = 0 THEN now() END,
-			       CASE WHEN g % 2 = 0 THEN 1 ELSE 0 END
-			FROM generate_series(1, $1) g`, cfg.Filler, queue)
-		if err != nil {
+		if _, err := cfg.Pool.Exec(ctx, q.insertFiller, cfg.Filler, queue); err != nil {
 			return fmt.Errorf("filler rows: %w", err)
 		}
 	}
-	if _, err := cfg.Pool.Exec(ctx, "VACUUM ANALYZE "+jobs); err != nil {
+	if _, err := cfg.Pool.Exec(ctx, q.vacuumAnalyzeJobs); err != nil {
 		return err
 	}
-	_, _ = cfg.Pool.Exec(ctx, "CHECKPOINT") // see settle
+	_, _ = cfg.Pool.Exec(ctx, q.checkpoint) // see settle
 	return nil
 }
 
@@ -142,16 +141,20 @@ func Enqueue(ctx context.Context, cfg *Config) (Result, error) {
 
 // settle readies freshly inserted jobs for a timed run.
 func settle(ctx context.Context, cfg *Config) error {
+	q, err := cfg.queries()
+	if err != nil {
+		return err
+	}
 	// Untimed: set hint bits and give the planner the table's real size,
 	// as a table in service has, so that neither run meets autovacuum or
 	// an empty table's statistics halfway through.
-	if _, err := cfg.Pool.Exec(ctx, "VACUUM ANALYZE "+pgx.Identifier{cfg.schema(), "jobs"}.Sanitize()); err != nil {
+	if _, err := cfg.Pool.Exec(ctx, q.vacuumAnalyzeJobs); err != nil {
 		return err
 	}
 	// A checkpoint in the middle of one run and not the other would decide
 	// their ratio: start each from a fresh one. It needs superuser or
 	// pg_checkpoint; without them the runs are only noisier.
-	_, _ = cfg.Pool.Exec(ctx, "CHECKPOINT")
+	_, _ = cfg.Pool.Exec(ctx, q.checkpoint)
 	return nil
 }
 
@@ -274,7 +277,7 @@ func Settings(ctx context.Context, pool *pgxpool.Pool) (string, error) {
 	var parts []string
 	for _, name := range []string{"server_version", "synchronous_commit", "fsync", "shared_buffers", "max_connections"} {
 		var v string
-		if err := pool.QueryRow(ctx, "SELECT current_setting($1)", name).Scan(&v); err != nil {
+		if err := pool.QueryRow(ctx, currentSettingSQL, name).Scan(&v); err != nil {
 			return "", err
 		}
 		parts = append(parts, name+"="+v)

@@ -3,9 +3,7 @@ package bench
 import (
 	"bytes"
 	"context"
-	_ "embed"
 	"fmt"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -13,30 +11,25 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-var (
-	//go:embed raw_claim.sql
-	rawClaimSQL string
-	//go:embed raw_complete.sql
-	rawCompleteSQL string
-)
-
 // RawEnqueue inserts cfg.Jobs no-op jobs with one COPY of rows prepared
 // before the clock starts: the server's own ceiling for EnqueueMany, which
 // must also encode and validate every job while it streams.
 func RawEnqueue(ctx context.Context, cfg *Config) (Result, error) {
+	q, err := cfg.queries()
+	if err != nil {
+		return Result{}, err
+	}
 	var rows bytes.Buffer
 	for i := range cfg.Jobs {
 		fmt.Fprintf(&rows, "%s\tbench_noop\t{\"n\":%d}\t0\t25\t{}\t{}\t\\N\n", queue, i)
 	}
-	sql := "COPY " + pgx.Identifier{cfg.schema(), "jobs"}.Sanitize() +
-		" (queue, kind, args, priority, max_attempts, tags, meta, singleton_key) FROM STDIN"
 	start := time.Now()
 	tx, err := cfg.Pool.Begin(ctx)
 	if err != nil {
 		return Result{}, err
 	}
 	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
-	tag, err := tx.Conn().PgConn().CopyFrom(ctx, &rows, sql)
+	tag, err := tx.Conn().PgConn().CopyFrom(ctx, &rows, q.rawCopy)
 	if err != nil {
 		return Result{}, fmt.Errorf("raw enqueue: %w", err)
 	}
@@ -51,9 +44,10 @@ func RawEnqueue(ctx context.Context, cfg *Config) (Result, error) {
 // claiming up to Workers jobs and completing them in one statement. It is
 // the ceiling the library is measured against.
 func RawBurnDown(ctx context.Context, cfg *Config) (Result, error) {
-	schema := pgx.Identifier{cfg.schema()}.Sanitize()
-	claim := strings.ReplaceAll(rawClaimSQL, "{{schema}}", schema)
-	complete := strings.ReplaceAll(rawCompleteSQL, "{{schema}}", schema)
+	q, err := cfg.queries()
+	if err != nil {
+		return Result{}, err
+	}
 	conns := max(cfg.RawConns, 1)
 	var done atomic.Int64
 	stopProgress := progress(cfg.Progress, "raw burn-down", done.Load, int64(cfg.Jobs))
@@ -65,7 +59,7 @@ func RawBurnDown(ctx context.Context, cfg *Config) (Result, error) {
 		go func() {
 			defer wg.Done()
 			for ctx.Err() == nil {
-				rows, err := cfg.Pool.Query(ctx, claim, queue, cfg.Workers)
+				rows, err := cfg.Pool.Query(ctx, q.rawClaim, queue, cfg.Workers)
 				if err != nil {
 					errs <- err
 					return
@@ -87,7 +81,7 @@ func RawBurnDown(ctx context.Context, cfg *Config) (Result, error) {
 					return
 				}
 				// Planned for its arrays each time, as the library does.
-				tag, err := cfg.Pool.Exec(ctx, complete, pgx.QueryExecModeCacheDescribe, ids, fences)
+				tag, err := cfg.Pool.Exec(ctx, q.rawComplete, pgx.QueryExecModeCacheDescribe, ids, fences)
 				if err != nil {
 					errs <- err
 					return

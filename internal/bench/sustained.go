@@ -6,8 +6,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/pgqueue/pgqueue"
 )
 
@@ -16,6 +14,10 @@ import (
 // waits for the last of them and reads the enqueue→start latency of every
 // job from the database (attempted_at − created_at, both by its clock).
 func Sustained(ctx context.Context, cfg *Config) (Result, error) {
+	q, err := cfg.queries()
+	if err != nil {
+		return Result{}, err
+	}
 	var worked atomic.Int64
 	client, err := noopClient(cfg, func() { worked.Add(1) })
 	if err != nil {
@@ -61,14 +63,8 @@ func Sustained(ctx context.Context, cfg *Config) (Result, error) {
 		return Result{}, stopErr
 	}
 	res := Result{Mode: "sustained", Jobs: worked.Load(), Offered: offered, Elapsed: elapsed}
-	jobs := pgx.Identifier{cfg.schema(), "jobs"}.Sanitize()
 	var p50, p95, p99 float64
-	err = cfg.Pool.QueryRow(ctx, `
-		SELECT percentile_cont(0.50) WITHIN GROUP (ORDER BY d),
-		       percentile_cont(0.95) WITHIN GROUP (ORDER BY d),
-		       percentile_cont(0.99) WITHIN GROUP (ORDER BY d)
-		FROM (SELECT extract(epoch FROM attempted_at - created_at) AS d
-		      FROM `+jobs+` WHERE kind = 'bench_noop' AND attempted_at IS NOT NULL) l`).Scan(&p50, &p95, &p99)
+	err = cfg.Pool.QueryRow(ctx, q.latency).Scan(&p50, &p95, &p99)
 	if err != nil {
 		return Result{}, fmt.Errorf("sustained: latency: %w", err)
 	}

@@ -1,4 +1,5 @@
--- The raw ceiling's claim: pgqueue's claim statement, written out by hand.
+-- raw_claim: the raw ceiling's claim: pgqueue's claim statement, written out
+-- by hand. Up to $2 available jobs of queue $1.
 WITH picked AS (
     SELECT id
     FROM {{schema}}.jobs

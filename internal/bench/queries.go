@@ -1,0 +1,58 @@
+package bench
+
+import (
+	"embed"
+
+	"github.com/pgqueue/pgqueue/internal/sqlschema"
+)
+
+// sqlFiles holds every statement the package runs itself, one file each;
+// the library runs its own.
+//
+//go:embed sql/*.sql
+var sqlFiles embed.FS
+
+// currentSettingSQL names no schema, and Settings, which runs before any
+// Config exists, has none to fill in.
+//
+//go:embed sql/current_setting.sql
+var currentSettingSQL string
+
+// queries holds the statements of sql/ with a run's schema filled in.
+type queries struct {
+	schema string
+	// preparing the table
+	emptyJobs, insertFiller, vacuumAnalyzeJobs, checkpoint string
+	// the raw ceiling
+	rawCopy, rawClaim, rawComplete string
+	// reports
+	latency string
+}
+
+// loadQueries reads sql/ with schema, which must be valid, filled in.
+func loadQueries(schema string) (*queries, error) {
+	q := &queries{schema: schema}
+	err := sqlschema.Load(sqlFiles, "sql", schema, map[string]*string{
+		"empty_jobs": &q.emptyJobs, "insert_filler": &q.insertFiller,
+		"vacuum_analyze_jobs": &q.vacuumAnalyzeJobs, "checkpoint": &q.checkpoint,
+		"raw_copy": &q.rawCopy, "raw_claim": &q.rawClaim, "raw_complete": &q.rawComplete,
+		"latency": &q.latency,
+	})
+	if err != nil {
+		return nil, err
+	}
+	return q, nil
+}
+
+// queries returns the statements for cfg's schema, loaded on first use and
+// again only if Schema changed since.
+func (cfg *Config) queries() (*queries, error) {
+	if cfg.sql == nil || cfg.sql.schema != cfg.schema() {
+		q, err := loadQueries(cfg.schema())
+		if err != nil {
+			return nil, err
+		}
+		cfg.sql = q
+	}
+	return cfg.sql, nil
+}
