@@ -3,6 +3,7 @@ package pgqueue_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -10,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/pgqueue/pgqueue"
+	"github.com/pgqueue/pgqueue/internal/testlog"
 )
 
 type effectArgs struct{}
@@ -134,4 +136,53 @@ func TestCompleteTx(t *testing.T) {
 			t.Fatal("stale completion had an effect")
 		}
 	})
+}
+
+// TestCompleteTxWhileStopping checks that a handler still draining while
+// Stop waits for it can complete its job in its own transaction: the
+// worker knows, and does not try to complete the job a second time (which
+// the fence would refuse, with a warning).
+func TestCompleteTxWhileStopping(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := newPool(t)
+	auditUpdates(t, pool)
+	started, proceed := make(chan struct{}), make(chan struct{})
+	var logs testlog.Buffer
+	ws := pgqueue.NewWorkers()
+	c := newClient(t, pool, &pgqueue.Config{Workers: ws, Queues: map[string]pgqueue.QueueConfig{"default": {MaxWorkers: 1}},
+		FetchPollInterval: 50 * time.Millisecond, Logger: logs.Logger()})
+	must(t, pgqueue.AddWorkerFunc(ws, func(ctx context.Context, job *pgqueue.Job[effectArgs]) error {
+		close(started)
+		<-proceed // Stop has begun
+		tx, err := pool.Begin(ctx)
+		if err != nil {
+			return err
+		}
+		defer tx.Rollback(ctx)
+		if err := c.CompleteTx(ctx, tx, job.JobRow); err != nil {
+			return err
+		}
+		return tx.Commit(ctx)
+	}, nil))
+	row, err := c.Enqueue(ctx, effectArgs{}, nil)
+	must(t, err)
+	must(t, c.Start(ctx))
+	<-started
+
+	stopped := make(chan error, 1)
+	go func() { stopped <- c.Stop(ctx) }()
+	waitFor(t, "Stop to begin", func() bool { return !pgqueue.Started(c) })
+	close(proceed)
+	must(t, <-stopped)
+
+	if got := readJob(t, pool, row.ID).state; got != "completed" {
+		t.Fatalf("job %s, want completed", got)
+	}
+	if n := updatesTo(t, pool, row.ID, "completed"); n != 1 {
+		t.Fatalf("job completed %d times, want once", n)
+	}
+	if out := logs.String(); strings.Contains(out, "refused") {
+		t.Fatalf("the worker completed the job again after its CompleteTx:\n%s", out)
+	}
 }

@@ -52,3 +52,11 @@ func Complete(ctx context.Context, c *Client, jobs []*JobRow) (int, error) {
 	updated, err := k.exec(batch)
 	return len(updated), err
 }
+
+// Started reports whether c is started and not yet stopping: Stop clears
+// it first thing.
+func Started(c *Client) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.running != nil
+}
