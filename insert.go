@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -34,6 +35,29 @@ type InsertOpts struct {
 	// with this key runs at a time across all processes. See
 	// WorkerOpts.SingletonMode.
 	SingletonKey string
+	// Unique, when set, makes the job unique: it is not inserted while an
+	// equal job exists (see UniqueOpts).
+	Unique *UniqueOpts
+}
+
+// EnqueueResult is what Enqueue did: the job it inserted, or, for a unique
+// job, the existing equal job.
+type EnqueueResult struct {
+	// JobRow is the job inserted, or the existing job when Duplicate.
+	*JobRow
+	// Duplicate is true when the job was unique and an equal job existed
+	// already: nothing was inserted and JobRow is that job.
+	Duplicate bool
+}
+
+// EnqueueManyResult is what EnqueueMany did.
+type EnqueueManyResult struct {
+	// Inserted is how many jobs were inserted.
+	Inserted int64
+	// Duplicates are the positions in params, ascending, of the unique
+	// jobs not inserted because an equal job existed: in the table, or
+	// earlier in params.
+	Duplicates []int
 }
 
 // EnqueueParams is one job of EnqueueMany.
@@ -55,6 +79,7 @@ type encodedJob struct {
 	tags        []string
 	meta        []byte
 	singleton   *string
+	unique      *uniqueKey // nil unless InsertOpts.Unique
 }
 
 func (c *Client) encode(args JobArgs, opts *InsertOpts) (*encodedJob, error) {
@@ -117,21 +142,29 @@ func (c *Client) encodeWith(args JobArgs, opts *InsertOpts, validQueue string) (
 		runAt := opts.RunAt
 		job.runAt = &runAt
 	}
+	if opts.Unique != nil {
+		if job.unique, err = newUniqueKey(opts.Unique, kind, queue, encoded); err != nil {
+			return nil, err
+		}
+	}
 	return job, nil
 }
 
 // Enqueue inserts one job and returns its row. The job is committed when
 // Enqueue returns; use EnqueueTx to make it part of your own transaction.
-func (c *Client) Enqueue(ctx context.Context, args JobArgs, opts *InsertOpts) (*JobRow, error) {
-	row, err := c.insert(ctx, c.pool, args, opts)
-	if err == nil {
-		c.wake(row.Queue)
+// A unique job (InsertOpts.Unique) that has an equal job already is not
+// inserted: the result is the existing job, with Duplicate set.
+func (c *Client) Enqueue(ctx context.Context, args JobArgs, opts *InsertOpts) (*EnqueueResult, error) {
+	res, err := c.insert(ctx, c.pool, args, opts)
+	if err == nil && !res.Duplicate {
+		c.wake(res.Queue)
 	}
-	return row, err
+	return res, err
 }
 
 // EnqueueTx inserts one job inside tx: the job exists only if tx commits.
-func (c *Client) EnqueueTx(ctx context.Context, tx pgx.Tx, args JobArgs, opts *InsertOpts) (*JobRow, error) {
+// See Enqueue for unique jobs.
+func (c *Client) EnqueueTx(ctx context.Context, tx pgx.Tx, args JobArgs, opts *InsertOpts) (*EnqueueResult, error) {
 	return c.insert(ctx, tx, args, opts)
 }
 
@@ -139,13 +172,16 @@ type queryer interface {
 	SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults
 }
 
-func (c *Client) insert(ctx context.Context, db queryer, args JobArgs, opts *InsertOpts) (*JobRow, error) {
+func (c *Client) insert(ctx context.Context, db queryer, args JobArgs, opts *InsertOpts) (*EnqueueResult, error) {
 	if err := ctxError(ctx, "enqueue"); err != nil {
 		return nil, err
 	}
 	job, err := c.encode(args, opts)
 	if err != nil {
 		return nil, err
+	}
+	if job.unique != nil {
+		return c.insertUnique(ctx, db, job)
 	}
 	// One round trip; the statements share the implicit transaction of the
 	// batch (or the caller's), so the notification goes out at commit.
@@ -166,33 +202,35 @@ func (c *Client) insert(ctx context.Context, db queryer, args JobArgs, opts *Ins
 	if err := results.Close(); err != nil {
 		return nil, dbError("enqueue "+job.kind, err)
 	}
-	return row, nil
+	return &EnqueueResult{JobRow: row}, nil
 }
 
-// EnqueueMany inserts jobs, all or none, and returns how many it inserted.
-// Batches of 64 jobs or more go through COPY; there, jobs with a
-// RunAt are written as scheduled and made available by the scheduler once
-// due, so no client clock is ever compared with the database's.
-func (c *Client) EnqueueMany(ctx context.Context, params []EnqueueParams) (int64, error) {
+// EnqueueMany inserts jobs, all or none, and says how many it inserted.
+// Batches of 64 jobs or more without unique jobs go through COPY; there,
+// jobs with a RunAt are written as scheduled and made available by the
+// scheduler once due, so no client clock is ever compared with the
+// database's. Unique jobs that have an equal job (in the table, or earlier
+// in params) are skipped, and the result lists them.
+func (c *Client) EnqueueMany(ctx context.Context, params []EnqueueParams) (*EnqueueManyResult, error) {
 	if err := ctxError(ctx, "enqueue many"); err != nil {
-		return 0, err
+		return nil, err
 	}
 	tx, err := c.pool.Begin(ctx)
 	if err != nil {
-		return 0, dbError("enqueue many: begin", err)
+		return nil, dbError("enqueue many: begin", err)
 	}
 	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
-	n, err := c.EnqueueManyTx(ctx, tx, params)
+	res, err := c.EnqueueManyTx(ctx, tx, params)
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
 	if err := tx.Commit(ctx); err != nil {
-		return 0, dbError("enqueue many: commit", err)
+		return nil, dbError("enqueue many: commit", err)
 	}
 	for queue := range queuesOf(params) {
 		c.wake(queue)
 	}
-	return n, nil
+	return res, nil
 }
 
 // copyThreshold is the batch size from which EnqueueMany uses COPY;
@@ -200,26 +238,38 @@ func (c *Client) EnqueueMany(ctx context.Context, params []EnqueueParams) (int64
 const copyThreshold = 64
 
 // EnqueueManyTx inserts jobs inside tx: they exist only if tx commits.
-// Batches of 64 jobs or more go through COPY. See EnqueueMany.
-func (c *Client) EnqueueManyTx(ctx context.Context, tx pgx.Tx, params []EnqueueParams) (int64, error) {
+// See EnqueueMany.
+func (c *Client) EnqueueManyTx(ctx context.Context, tx pgx.Tx, params []EnqueueParams) (*EnqueueManyResult, error) {
 	if err := ctxError(ctx, "enqueue many"); err != nil {
-		return 0, err
+		return nil, err
 	}
+	unique := slices.ContainsFunc(params, func(p EnqueueParams) bool { return p.Opts != nil && p.Opts.Unique != nil })
 	switch {
 	case len(params) == 0:
-		return 0, nil
-	case len(params) >= copyThreshold:
-		return c.copyMany(ctx, tx, params)
+		return &EnqueueManyResult{}, nil
+	case len(params) >= copyThreshold && !unique:
+		n, err := c.copyMany(ctx, tx, params)
+		if err != nil {
+			return nil, err
+		}
+		return &EnqueueManyResult{Inserted: n}, nil
 	}
 	jobs := make([]*encodedJob, len(params))
 	for i, p := range params {
 		job, err := c.encode(p.Args, p.Opts)
 		if err != nil {
-			return 0, fmt.Errorf("job %d: %w", i, err)
+			return nil, fmt.Errorf("job %d: %w", i, err)
 		}
 		jobs[i] = job
 	}
-	return c.insertMany(ctx, tx, jobs)
+	if unique {
+		return c.insertManyUnique(ctx, tx, jobs)
+	}
+	n, err := c.insertMany(ctx, tx, jobs)
+	if err != nil {
+		return nil, err
+	}
+	return &EnqueueManyResult{Inserted: n}, nil
 }
 
 // insertMany writes a small batch, and its notifications, in one round trip.

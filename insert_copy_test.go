@@ -27,11 +27,11 @@ func TestEnqueueManyCopies100000(t *testing.T) {
 		}
 		params[i] = pgqueue.EnqueueParams{Args: emailArgs{To: fmt.Sprint(i)}, Opts: opts}
 	}
-	got, err := c.EnqueueMany(ctx, params)
+	res, err := c.EnqueueMany(ctx, params)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got != n {
+	if got := res.Inserted; got != n {
 		t.Fatalf("inserted %d, want %d", got, n)
 	}
 	if a := countJobs(t, pool, "state = 'available'"); a != n*9/10 {
@@ -62,9 +62,9 @@ func TestEnqueueManyCopyColumns(t *testing.T) {
 		Meta: map[string]any{"k": 1}, SingletonKey: "key-1",
 	}}
 	params[2] = pgqueue.EnqueueParams{Args: emailArgs{To: "later"}, Opts: &pgqueue.InsertOpts{RunAt: runAt, Tags: []string{"x"}}}
-	n, err := c.EnqueueMany(ctx, params)
-	if err != nil || n != int64(len(params)) {
-		t.Fatalf("EnqueueMany = %d, %v", n, err)
+	res, err := c.EnqueueMany(ctx, params)
+	if err != nil || res.Inserted != int64(len(params)) {
+		t.Fatalf("EnqueueMany = %+v, %v", res, err)
 	}
 
 	var (

@@ -181,14 +181,14 @@ func TestEnqueueManySmallBatch(t *testing.T) {
 	c := newClient(t, pool, nil)
 	var past time.Time
 	must(t, pool.QueryRow(ctx, "SELECT now() - interval '1 minute'").Scan(&past))
-	n, err := c.EnqueueMany(ctx, []pgqueue.EnqueueParams{
+	res, err := c.EnqueueMany(ctx, []pgqueue.EnqueueParams{
 		{Args: noteArgs{N: 1}, Opts: &pgqueue.InsertOpts{Queue: "a", Priority: 2, Tags: []string{"x", "y"}, Meta: map[string]any{"k": 1}, MaxAttempts: 3}},
 		{Args: noteArgs{N: 2}, Opts: &pgqueue.InsertOpts{RunAt: time.Now().Add(time.Hour)}},
 		{Args: noteArgs{N: 3}, Opts: &pgqueue.InsertOpts{RunAt: past, SingletonKey: "k"}},
 	})
 	must(t, err)
-	if n != 3 {
-		t.Fatalf("inserted %d", n)
+	if res.Inserted != 3 || len(res.Duplicates) != 0 {
+		t.Fatalf("inserted %+v", res)
 	}
 	if countJobs(t, pool, "queue = 'a' AND priority = 2 AND tags = '{x,y}' AND meta = '{\"k\": 1}' AND max_attempts = 3 AND state = 'available'") != 1 ||
 		countJobs(t, pool, "args->>'n' = '2' AND state = 'scheduled'") != 1 ||

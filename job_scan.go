@@ -43,8 +43,20 @@ type jobScanner struct {
 }
 
 func (s *jobScanner) scan(row pgx.CollectableRow) (*JobRow, error) {
+	return s.scanAfter(row)
+}
+
+// scanFlagged reads a row whose job columns follow a leading boolean, as
+// insert_unique.sql returns them.
+func (s *jobScanner) scanFlagged(row pgx.CollectableRow) (flag bool, _ *JobRow, err error) {
+	j, err := s.scanAfter(row, &flag)
+	return flag, j, err
+}
+
+// scanAfter reads the job columns after the columns of lead.
+func (s *jobScanner) scanAfter(row pgx.CollectableRow, lead ...any) (*JobRow, error) {
 	j := &JobRow{}
-	s.dest = append(s.dest[:0], &j.ID, &j.Queue, &j.Kind, &j.EncodedArgs, &j.Priority, &s.state, &j.Attempt, &j.MaxAttempts,
+	s.dest = append(append(s.dest[:0], lead...), &j.ID, &j.Queue, &j.Kind, &j.EncodedArgs, &j.Priority, &s.state, &j.Attempt, &j.MaxAttempts,
 		&j.RunAt, &s.fence, &s.leaseUntil, &s.workerID, &s.errs, &j.Tags, &j.Meta,
 		&j.CreatedAt, &s.attemptedAt, &s.finalizedAt, &s.singleton)
 	if err := row.Scan(s.dest...); err != nil {

@@ -247,5 +247,9 @@ func (s *schemaSource) fill(r io.ReadCloser, id string, err error) (io.ReadClose
 	if err != nil {
 		return nil, id, err
 	}
-	return io.NopCloser(strings.NewReader(sqlschema.Fill(string(b), s.schema))), id, nil
+	sql := sqlschema.Fill(string(b), s.schema)
+	// The channel is made of the validated schema name: letters, digits and
+	// '_' only, safe inside a string literal.
+	sql = strings.ReplaceAll(sql, migrations.ChannelPlaceholder, notifyChannel(s.schema))
+	return io.NopCloser(strings.NewReader(sql)), id, nil
 }

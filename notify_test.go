@@ -36,10 +36,10 @@ func TestWakeUp(t *testing.T) {
 		}
 		tx, err := pool.Begin(ctx)
 		must(t, err)
-		n, err := other.EnqueueManyTx(ctx, tx, []pgqueue.EnqueueParams{{Args: noteArgs{}}, {Args: noteArgs{}}})
+		res, err := other.EnqueueManyTx(ctx, tx, []pgqueue.EnqueueParams{{Args: noteArgs{}}, {Args: noteArgs{}}})
 		must(t, err)
 		must(t, tx.Commit(ctx))
-		waitFor(t, "batch completed", func() bool { return countJobs(t, pool, "state = 'completed'") == 5+int(n) })
+		waitFor(t, "batch completed", func() bool { return countJobs(t, pool, "state = 'completed'") == 5+int(res.Inserted) })
 	})
 
 	t.Run("ListenerReconnects", func(t *testing.T) {

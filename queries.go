@@ -30,12 +30,16 @@ const writeTimeout = 15 * time.Second
 type queries struct {
 	// enqueue
 	insert, insertMany, copyJobs, copyJobsScheduled string
+	insertUnique, insertManyUnique                  string
 	notify, notifyQueues, notifyDue                 string
 	// work
 	claim, poll, heartbeat, complete, completeMany, finish, jobOutcomes string
 	setIdleTimeout, checkFence                                          string
 	// maintenance
-	schedule, rescueCandidates, rescue string
+	schedule, rescueCandidates, rescue           string
+	prune                                        string
+	periodicStates, periodicLock, periodicCreate string
+	periodicAdvance, periodicStarted             string
 	// migrations
 	createSchemaLock, createSchema, migrateLock, migrateUnlock string
 }
@@ -45,11 +49,14 @@ func loadQueries(schema string) (*queries, error) {
 	q := &queries{}
 	err := sqlschema.Load(sqlFiles, "sql", schema, map[string]*string{
 		"insert": &q.insert, "insert_many": &q.insertMany, "copy_jobs": &q.copyJobs, "copy_jobs_scheduled": &q.copyJobsScheduled,
+		"insert_unique": &q.insertUnique, "insert_many_unique": &q.insertManyUnique,
 		"notify": &q.notify, "notify_queues": &q.notifyQueues, "notify_due": &q.notifyDue,
 		"claim": &q.claim, "poll": &q.poll, "heartbeat": &q.heartbeat, "complete": &q.complete,
 		"complete_many": &q.completeMany, "finish": &q.finish, "job_outcomes": &q.jobOutcomes,
 		"set_idle_timeout": &q.setIdleTimeout, "check_fence": &q.checkFence,
-		"schedule": &q.schedule, "rescue_candidates": &q.rescueCandidates, "rescue": &q.rescue,
+		"schedule": &q.schedule, "rescue_candidates": &q.rescueCandidates, "rescue": &q.rescue, "prune": &q.prune,
+		"periodic_states": &q.periodicStates, "periodic_lock": &q.periodicLock, "periodic_create": &q.periodicCreate,
+		"periodic_advance": &q.periodicAdvance, "periodic_started": &q.periodicStarted,
 		"create_schema_lock": &q.createSchemaLock, "create_schema": &q.createSchema,
 		"migrate_lock": &q.migrateLock, "migrate_unlock": &q.migrateUnlock,
 	})

@@ -130,9 +130,9 @@ func TestSingletonJobs(t *testing.T) {
 				key := keys[i%len(keys)]
 				params[i] = pgqueue.EnqueueParams{Args: spanArgs{Key: key, N: i}, Opts: &pgqueue.InsertOpts{SingletonKey: key}}
 			}
-			n, err := fc.EnqueueMany(ctx, params)
-			if err != nil || n != jobs {
-				t.Fatalf("enqueued %d jobs: %v", n, err)
+			res, err := fc.EnqueueMany(ctx, params)
+			if err != nil || res.Inserted != jobs {
+				t.Fatalf("enqueued %+v jobs: %v", res, err)
 			}
 			waitFor(t, "every job to complete", func() bool {
 				return countJobs(t, pool, "state = 'completed'") == jobs

@@ -186,9 +186,9 @@ func newFaultEnv(t *testing.T, jobs int) *faultEnv {
 	for i := range params {
 		params[i] = pgqueue.EnqueueParams{Args: faultEffectArgs{N: i}}
 	}
-	n, err := client.EnqueueMany(ctx, params)
-	if err != nil || n != int64(e.jobs) {
-		t.Fatalf("enqueue %d jobs: inserted %d, %v", e.jobs, n, err)
+	res, err := client.EnqueueMany(ctx, params)
+	if err != nil || res.Inserted != int64(e.jobs) {
+		t.Fatalf("enqueue %d jobs: inserted %+v, %v", e.jobs, res, err)
 	}
 	e.start = time.Now()
 	e.setup = e.start.Sub(began)

@@ -18,3 +18,8 @@ var FS embed.FS
 // SchemaPlaceholder is the token in the files that stands for the quoted
 // schema name.
 const SchemaPlaceholder = "{{schema}}"
+
+// ChannelPlaceholder is the token in the files that stands for the name of
+// the NOTIFY channel of the schema's inserts, unquoted (it is written
+// inside a string literal).
+const ChannelPlaceholder = "{{channel}}"

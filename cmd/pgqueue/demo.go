@@ -264,11 +264,11 @@ func enqueueAndWatch(ctx context.Context, client *pgqueue.Client, pool *pgxpool.
 	wctx, cancel := context.WithTimeout(ctx, a.timeout)
 	defer cancel()
 	start := time.Now()
-	n, err := client.EnqueueMany(wctx, demoParams(a.jobs))
+	res, err := client.EnqueueMany(wctx, demoParams(a.jobs))
 	if err != nil {
 		return 0, giveUp(ctx, a.timeout, err)
 	}
-	fmt.Fprintf(stdout, "enqueued %d jobs in %s\n", n, time.Since(start).Round(time.Millisecond))
+	fmt.Fprintf(stdout, "enqueued %d jobs in %s\n", res.Inserted, time.Since(start).Round(time.Millisecond))
 
 	tty := isTerminal(stdout)
 	every := time.Second

@@ -131,11 +131,12 @@ func Enqueue(ctx context.Context, cfg *Config) (Result, error) {
 		params[i] = pgqueue.EnqueueParams{Args: noopArgs{N: i}, Opts: opts}
 	}
 	start := time.Now()
-	n, err := client.EnqueueMany(ctx, params)
-	res := Result{Mode: "enqueue", Jobs: n, Elapsed: time.Since(start)}
+	inserted, err := client.EnqueueMany(ctx, params)
+	res := Result{Mode: "enqueue", Elapsed: time.Since(start)}
 	if err != nil {
 		return res, err
 	}
+	res.Jobs = inserted.Inserted
 	return res, settle(ctx, cfg)
 }
 

@@ -1,0 +1,54 @@
+package pgqueue_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// Tests that need several processes start the test binary again with
+// childEnv naming the part to run and childDBEnv the database; TestMain
+// then runs that part instead of the tests.
+const (
+	childEnv   = "PGQUEUE_TEST_CHILD"
+	childDBEnv = "PGQUEUE_TEST_CHILD_DB"
+)
+
+// children are the parts a child process can run.
+var children = map[string]func(ctx context.Context, pool *pgxpool.Pool) error{
+	"unique": uniqueChild,
+}
+
+// runChild runs the child part named in the environment, if any, and
+// returns its exit code; ok is false in the test process itself.
+func runChild() (code int, ok bool) {
+	name := os.Getenv(childEnv)
+	if name == "" {
+		return 0, false
+	}
+	run := children[name]
+	if run == nil {
+		fmt.Fprintf(os.Stderr, "unknown child %q\n", name)
+		return 2, true
+	}
+	ctx := context.Background()
+	cfg, err := pgxpool.ParseConfig(os.Getenv(childDBEnv))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1, true
+	}
+	cfg.MaxConns = 16
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1, true
+	}
+	defer pool.Close()
+	if err := run(ctx, pool); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1, true
+	}
+	return 0, true
+}
