@@ -37,6 +37,24 @@ func BenchmarkEnqueueMany(b *testing.B) {
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "jobs/s")
 }
 
+// BenchmarkEnqueueManyUnique is BenchmarkEnqueueMany with every job unique
+// by its args: the chunked INSERT ... ON CONFLICT path instead of COPY.
+func BenchmarkEnqueueManyUnique(b *testing.B) {
+	ctx := context.Background()
+	c := newClient(b, newPool(b), nil)
+	unique := &pgqueue.InsertOpts{Unique: &pgqueue.UniqueOpts{ByArgs: true}}
+	params := make([]pgqueue.EnqueueParams, b.N)
+	for i := range params {
+		params[i] = pgqueue.EnqueueParams{Args: noteArgs{N: i}, Opts: unique}
+	}
+	b.ResetTimer()
+	res, err := c.EnqueueMany(ctx, params)
+	if err != nil || res.Inserted != int64(b.N) {
+		b.Fatal(res, err)
+	}
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "jobs/s")
+}
+
 // BenchmarkClaim times claim statements alone, 1,000 jobs each, as a
 // producer with 1,000 free slots sends them.
 func BenchmarkClaim(b *testing.B) {
