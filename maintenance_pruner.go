@@ -1,0 +1,101 @@
+package pgqueue
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// pruner deletes finished jobs (completed, cancelled, discarded) once their
+// state's retention has passed since they finished. It runs on the
+// maintenance leader. Each batch is one short statement (sql/prune.sql)
+// walking jobs_finalized_idx, so a backlog of millions never holds a long
+// transaction, and it touches final rows only, which no claim reads or
+// locks.
+type pruner struct {
+	pool     *pgxpool.Pool
+	q        *queries
+	log      *slog.Logger
+	interval time.Duration
+	// The retention of each final state; RetainForever keeps its jobs.
+	completed, cancelled, discarded time.Duration
+}
+
+// pruneBatch is the most jobs one statement deletes.
+const pruneBatch = 1000
+
+// run prunes at the start of the term and then every interval, until ctx
+// (the term) ends. It returns at once when every state is kept forever.
+func (p *pruner) run(ctx context.Context) {
+	if p.completed < 0 && p.cancelled < 0 && p.discarded < 0 {
+		return
+	}
+	tick := time.NewTicker(p.interval)
+	defer tick.Stop()
+	for {
+		n, err := p.prune(ctx)
+		if n > 0 {
+			p.log.Info("pgqueue: pruned finished jobs", "jobs", n)
+		}
+		if err != nil && ctx.Err() == nil {
+			p.log.Error("pgqueue: prune failed", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+	}
+}
+
+// prune deletes the jobs past their retention batch after batch, until a
+// batch comes back short or ctx ends, and returns how many it deleted.
+// Each batch starts where the last one stopped in finalized_at order, so
+// the index entries of rows deleted earlier in the run (dead until vacuum)
+// are not walked again by every batch.
+func (p *pruner) prune(ctx context.Context) (int, error) {
+	total := 0
+	var after time.Time // the year 1: before any job
+	for ctx.Err() == nil {
+		n, last, err := p.pruneBatch(ctx, after, pruneBatch)
+		total += n
+		if err != nil || n < pruneBatch {
+			return total, err
+		}
+		after = last
+	}
+	return total, nil
+}
+
+// pruneBatch deletes up to limit jobs past their retention that finished
+// at after or later, and returns how many and when the last of them
+// finished. Its statement runs under the term's context, not a detached
+// one: a delete cut short by the end of the term loses nothing, as the
+// rows stay for the next leader.
+func (p *pruner) pruneBatch(ctx context.Context, after time.Time, limit int) (n int, last time.Time, err error) {
+	ctx, cancel := context.WithTimeout(ctx, writeTimeout)
+	defer cancel()
+	var lastAt *time.Time
+	err = p.pool.QueryRow(ctx, p.q.prune, after,
+		retentionMicros(p.completed), retentionMicros(p.cancelled), retentionMicros(p.discarded), limit,
+	).Scan(&n, &lastAt)
+	if err != nil {
+		return 0, after, dbError("prune", err)
+	}
+	if lastAt != nil {
+		last = *lastAt
+	}
+	return n, last, nil
+}
+
+// retentionMicros is a retention as sql/prune.sql takes it: microseconds,
+// or NULL (nil) to keep the state forever.
+func retentionMicros(d time.Duration) *int64 {
+	if d < 0 {
+		return nil
+	}
+	us := d.Microseconds()
+	return &us
+}
