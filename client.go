@@ -35,6 +35,9 @@ type Client struct {
 	// Stop, so a handler still draining can complete its job in its own
 	// transaction (CompleteTx).
 	active *activeJobs
+
+	// periodic are the periodic jobs the maintenance leader enqueues.
+	periodic *PeriodicJobs
 }
 
 // New returns a client on pool. A nil config means defaults (see Config).
@@ -60,7 +63,11 @@ func New(pool *pgxpool.Pool, config *Config) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Client{pool: pool, config: cfg, q: q, locks: locks, log: cfg.Logger, channel: notifyChannel(cfg.Schema)}, nil
+	periodic, err := newPeriodicJobs(cfg.PeriodicJobs)
+	if err != nil {
+		return nil, err
+	}
+	return &Client{pool: pool, config: cfg, q: q, locks: locks, log: cfg.Logger, channel: notifyChannel(cfg.Schema), periodic: periodic}, nil
 }
 
 // ID returns the client's ID, as stored in the worker_id of the jobs it
@@ -191,6 +198,8 @@ func (c *Client) Start(ctx context.Context) error {
 			interval: cfg.SchedulerInterval, wake: c.wake},
 		rescuer: &rescuer{pool: c.pool, q: c.q, log: c.log, base: base, retry: cfg.RetryPolicy,
 			interval: cfg.RescueInterval, beforeWrite: c.testHooks.beforeRescueWrite},
+		periodic: &periodicEnqueuer{pool: c.pool, q: c.q, log: c.log, base: base, jobs: c.periodic,
+			insert: c.enqueuePeriodic, wake: c.wake, leaderTTL: cfg.LeaderTTL},
 	}
 	s.loops.Add(1)
 	go func() { defer s.loops.Done(); leader.run(fetch) }()

@@ -158,6 +158,12 @@ type Config struct {
 	// DefaultCancelGrace.
 	CancelGrace time.Duration
 
+	// PeriodicJobs are jobs enqueued on a schedule (NewPeriodicJob) by the
+	// maintenance leader, which only a started client can be. Names must
+	// be unique. Client.PeriodicJobs adds and removes jobs while the
+	// client runs. Default none.
+	PeriodicJobs []*PeriodicJob
+
 	// Logger receives the client's logs. Default: slog.Default().
 	Logger *slog.Logger
 }

@@ -22,6 +22,7 @@ type maintenance struct {
 	log       *slog.Logger
 	scheduler *scheduler
 	rescuer   *rescuer
+	periodic  *periodicEnqueuer
 }
 
 // run campaigns until ctx (the client's fetch context) ends.
@@ -33,6 +34,8 @@ func (m *maintenance) run(ctx context.Context) {
 func (m *maintenance) lead(ctx context.Context, term int64) {
 	m.log.Debug("pgqueue: leading maintenance", "term", term)
 	tasks := []func(context.Context){m.scheduler.run, m.rescuer.run}
+	// The periodic jobs' runs on start are once per term.
+	tasks = append(tasks, func(ctx context.Context) { m.periodic.run(ctx, term) })
 	var wg sync.WaitGroup
 	for _, task := range tasks {
 		wg.Add(1)
