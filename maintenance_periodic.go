@@ -70,6 +70,9 @@ func (p *periodicEnqueuer) run(ctx context.Context, term int64) {
 		case <-p.jobs.changed:
 		case <-timer.C:
 		}
+		if ctx.Err() != nil {
+			return // the term ended while the timer fired
+		}
 		timer.Reset(p.pass(ctx, term))
 	}
 }
