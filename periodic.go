@@ -165,7 +165,8 @@ func (p *PeriodicJobs) Add(job *PeriodicJob) error {
 
 // Remove removes the job called name from the set and reports whether it
 // was there. The database keeps the job's last instant: added again later,
-// the job treats the instants in between as missed.
+// the job treats the instants in between as late or missed (see
+// PeriodicJobOpts.MissedAfter).
 func (p *PeriodicJobs) Remove(name string) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()

@@ -34,6 +34,7 @@ type ScheduleError struct {
 	Err error
 }
 
+// Error says which schedule is wrong and why.
 func (e *ScheduleError) Error() string {
 	return fmt.Sprintf("pgqueue: schedule %q: %v", e.Expr, e.Err)
 }
