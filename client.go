@@ -91,7 +91,7 @@ type started struct {
 }
 
 // Start begins working the configured queues and campaigning for the
-// maintenance leadership (scheduler, rescuer). Cancelling ctx stops
+// maintenance leadership (scheduler, rescuer, pruner). Cancelling ctx stops
 // fetching and cancels running jobs, which are handed back to their
 // queue; call Stop for a graceful end.
 func (c *Client) Start(ctx context.Context) error {
@@ -198,6 +198,8 @@ func (c *Client) Start(ctx context.Context) error {
 			interval: cfg.SchedulerInterval, wake: c.wake},
 		rescuer: &rescuer{pool: c.pool, q: c.q, log: c.log, base: base, retry: cfg.RetryPolicy,
 			interval: cfg.RescueInterval, beforeWrite: c.testHooks.beforeRescueWrite},
+		pruner: &pruner{pool: c.pool, q: c.q, log: c.log, interval: cfg.PruneInterval,
+			completed: cfg.CompletedJobRetention, cancelled: cfg.CancelledJobRetention, discarded: cfg.DiscardedJobRetention},
 		periodic: &periodicEnqueuer{pool: c.pool, q: c.q, log: c.log, base: base, jobs: c.periodic,
 			insert: c.enqueuePeriodic, wake: c.wake, leaderTTL: cfg.LeaderTTL},
 	}

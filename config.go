@@ -48,7 +48,23 @@ const (
 	DefaultCancelGrace = 5 * time.Second
 	// DefaultSingletonRetryDelay is Config.SingletonRetryDelay's default.
 	DefaultSingletonRetryDelay = time.Second
+	// DefaultCompletedJobRetention is Config.CompletedJobRetention's
+	// default.
+	DefaultCompletedJobRetention = 24 * time.Hour
+	// DefaultCancelledJobRetention is Config.CancelledJobRetention's
+	// default.
+	DefaultCancelledJobRetention = 7 * 24 * time.Hour
+	// DefaultDiscardedJobRetention is Config.DiscardedJobRetention's
+	// default.
+	DefaultDiscardedJobRetention = 7 * 24 * time.Hour
+	// DefaultPruneInterval is Config.PruneInterval's default.
+	DefaultPruneInterval = 30 * time.Second
 )
+
+// RetainForever, as Config.CompletedJobRetention, CancelledJobRetention or
+// DiscardedJobRetention, keeps the jobs of that state forever. It is not
+// zero because a zero Config field means its default.
+const RetainForever time.Duration = -1
 
 // defaultRetryPolicy is Config.RetryPolicy's default: 1s, 2s, 4s, ... up to
 // an hour, ±20%.
@@ -132,6 +148,26 @@ type Config struct {
 	// spent. Default DefaultSingletonRetryDelay.
 	SingletonRetryDelay time.Duration
 
+	// CompletedJobRetention is how long a completed job is kept after it
+	// finished; then the maintenance leader deletes it. Default
+	// DefaultCompletedJobRetention; RetainForever keeps completed jobs.
+	CompletedJobRetention time.Duration
+
+	// CancelledJobRetention is how long a cancelled job is kept after it
+	// was cancelled. Default DefaultCancelledJobRetention; RetainForever
+	// keeps cancelled jobs.
+	CancelledJobRetention time.Duration
+
+	// DiscardedJobRetention is how long a discarded job (attempts used up)
+	// is kept after it was discarded. Default DefaultDiscardedJobRetention;
+	// RetainForever keeps discarded jobs.
+	DiscardedJobRetention time.Duration
+
+	// PruneInterval is how often the maintenance leader deletes the
+	// finished jobs whose retention has passed, in batches, until none is
+	// left. Default DefaultPruneInterval.
+	PruneInterval time.Duration
+
 	// ClaimBatchDelay is how long the producer of a queue with a backlog
 	// waits, once a worker slot frees up, for more slots to free before it
 	// claims them all in one statement (unless every slot is free first).
@@ -190,6 +226,10 @@ func (c *Config) withDefaults() (*Config, error) {
 	out.CompleteBatchSize = cmp.Or(out.CompleteBatchSize, DefaultCompleteBatchSize)
 	out.CompleteBatchDelay = cmp.Or(out.CompleteBatchDelay, DefaultCompleteBatchDelay)
 	out.SingletonRetryDelay = cmp.Or(out.SingletonRetryDelay, DefaultSingletonRetryDelay)
+	out.CompletedJobRetention = cmp.Or(out.CompletedJobRetention, DefaultCompletedJobRetention)
+	out.CancelledJobRetention = cmp.Or(out.CancelledJobRetention, DefaultCancelledJobRetention)
+	out.DiscardedJobRetention = cmp.Or(out.DiscardedJobRetention, DefaultDiscardedJobRetention)
+	out.PruneInterval = cmp.Or(out.PruneInterval, DefaultPruneInterval)
 	if out.RetryPolicy == nil {
 		out.RetryPolicy = defaultRetryPolicy
 	}
@@ -215,6 +255,17 @@ func (c *Config) withDefaults() (*Config, error) {
 	}
 	if out.CompleteBatchSize < 1 || out.CompleteBatchDelay < 0 {
 		return nil, fmt.Errorf("%w: CompleteBatchSize must be at least 1 and CompleteBatchDelay not negative", ErrInvalidOption)
+	}
+	for _, r := range []struct {
+		name string
+		v    time.Duration
+	}{{"CompletedJobRetention", out.CompletedJobRetention}, {"CancelledJobRetention", out.CancelledJobRetention}, {"DiscardedJobRetention", out.DiscardedJobRetention}} {
+		if r.v < 0 && r.v != RetainForever {
+			return nil, fmt.Errorf("%w: %s must be positive or RetainForever, got %s", ErrInvalidOption, r.name, r.v)
+		}
+	}
+	if out.PruneInterval < 0 {
+		return nil, fmt.Errorf("%w: PruneInterval must not be negative, got %s", ErrInvalidOption, out.PruneInterval)
 	}
 	if out.MaxArgsSize < 0 {
 		return nil, fmt.Errorf("%w: MaxArgsSize must not be negative, got %d", ErrInvalidOption, out.MaxArgsSize)

@@ -22,6 +22,7 @@ type maintenance struct {
 	log       *slog.Logger
 	scheduler *scheduler
 	rescuer   *rescuer
+	pruner    *pruner
 	periodic  *periodicEnqueuer
 }
 
@@ -33,7 +34,7 @@ func (m *maintenance) run(ctx context.Context) {
 // lead runs the tasks for one term, until ctx ends.
 func (m *maintenance) lead(ctx context.Context, term int64) {
 	m.log.Debug("pgqueue: leading maintenance", "term", term)
-	tasks := []func(context.Context){m.scheduler.run, m.rescuer.run}
+	tasks := []func(context.Context){m.scheduler.run, m.rescuer.run, m.pruner.run}
 	// The periodic jobs' runs on start are once per term.
 	tasks = append(tasks, func(ctx context.Context) { m.periodic.run(ctx, term) })
 	var wg sync.WaitGroup
