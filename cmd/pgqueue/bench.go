@@ -14,7 +14,7 @@ import (
 	"github.com/pgqueue/pgqueue/internal/bench"
 )
 
-const benchUsage = `Usage: pgqueue bench [flags] burn-down | sustained | idle
+const benchUsage = `Usage: pgqueue bench [flags] burn-down | sustained | idle | prune
 
 Measures pgqueue on no-op jobs, in a schema of its own that it empties first
 (never point --schema at real jobs):
@@ -30,6 +30,9 @@ Measures pgqueue on no-op jobs, in a schema of its own that it empties first
 	           database clock: attempted_at - created_at)
 	idle       run two idle clients on three empty queues for --duration
 	           and count the statements each sends
+	prune      insert --rows finished jobs, a day to eight days old, then
+	           time the pruner deleting them (retention one hour), and
+	           a VACUUM after it
 
 Every report starts with the server settings that decide throughput.
 Without a database URL it starts a throwaway server from the local
@@ -48,6 +51,12 @@ Flags:
 	--rate N            sustained: jobs offered per second (default 2000)
 	--duration D        sustained and idle: how long (default 30s)
 	--filler N          add N finished and future rows first (default 0)
+	--rows N            prune: the backlog of finished jobs (default 5000000)
+	--prune-backlog N   burn-down, sustained: add N finished jobs, a day to
+	                    eight days old, first (default 0)
+	--prune             burn-down, sustained: the client prunes finished
+	                    jobs an hour old while it works (the backlog); without
+	                    it, it keeps every finished job
 	--cpuprofile FILE   write a CPU profile of the library's part of the
 	                    run (the burn-down's enqueue and working phases, or
 	                    the whole sustained run) to FILE, for go tool pprof
@@ -64,6 +73,9 @@ type benchArgs struct {
 	duration time.Duration
 	filler   int
 	profile  string
+	// the pruner
+	rows, pruneBacklog int
+	prune              bool
 }
 
 func parseBenchArgs(args []string) (benchArgs, error) {
@@ -78,16 +90,25 @@ func parseBenchArgs(args []string) (benchArgs, error) {
 	fs.DurationVar(&a.duration, "duration", 30*time.Second, "")
 	fs.IntVar(&a.filler, "filler", 0, "")
 	fs.StringVar(&a.profile, "cpuprofile", "", "")
+	fs.IntVar(&a.rows, "rows", 5_000_000, "")
+	fs.IntVar(&a.pruneBacklog, "prune-backlog", 0, "")
+	fs.BoolVar(&a.prune, "prune", false, "")
 	pos, err := parseInterspersed(fs, args)
 	switch {
 	case err != nil:
 		return a, err
 	case len(pos) != 1:
-		return a, usagef("bench takes one mode: burn-down, sustained or idle")
-	case pos[0] != "burn-down" && pos[0] != "sustained" && pos[0] != "idle":
+		return a, usagef("bench takes one mode: burn-down, sustained, idle or prune")
+	case pos[0] != "burn-down" && pos[0] != "sustained" && pos[0] != "idle" && pos[0] != "prune":
 		return a, usagef("unknown bench mode %q", pos[0])
 	case a.jobs < 1 || a.workers < 1 || a.rawConns < 1 || a.rate < 1 || a.filler < 0:
 		return a, usagef("--jobs, --workers, --raw-conns and --rate must be at least 1, --filler not negative")
+	case a.rows < 1 || a.pruneBacklog < 0:
+		return a, usagef("--rows must be at least 1, --prune-backlog not negative")
+	case (a.pruneBacklog > 0 || a.prune) && pos[0] != "burn-down" && pos[0] != "sustained":
+		return a, usagef("--prune-backlog and --prune go with burn-down and sustained")
+	case (a.pruneBacklog > 0 || a.prune) && a.raw:
+		return a, usagef("--prune-backlog and --prune do not go with --raw, which measures bare SQL")
 	case a.duration <= 0:
 		return a, usagef("--duration must be positive, got %s", a.duration)
 	}
@@ -133,6 +154,10 @@ func runBenchMode(ctx context.Context, a benchArgs, stdout, stderr io.Writer) (e
 	cfg := &bench.Config{
 		Pool: pool, Schema: a.schema, Jobs: a.jobs, Workers: a.workers, RawConns: a.rawConns,
 		Rate: a.rate, Duration: a.duration, Filler: a.filler, Progress: stderr,
+		PruneBacklog: a.pruneBacklog, Prune: a.prune,
+	}
+	if a.mode == "prune" {
+		cfg.PruneBacklog = a.rows
 	}
 	if err := bench.Prepare(ctx, cfg); err != nil {
 		return err
@@ -140,7 +165,24 @@ func runBenchMode(ctx context.Context, a benchArgs, stdout, stderr io.Writer) (e
 	if a.filler > 0 {
 		fmt.Fprintf(stdout, "filler: %d finished and future rows\n", a.filler)
 	}
+	if cfg.PruneBacklog > 0 {
+		fmt.Fprintf(stdout, "prune backlog: %d finished jobs, a day to eight days old\n", cfg.PruneBacklog)
+	}
+	if a.prune {
+		fmt.Fprintln(stdout, "pruning while it works: every state's retention one hour")
+		defer func() {
+			if err == nil {
+				err = reportBacklog(ctx, cfg, stdout)
+			}
+		}()
+	}
 	switch a.mode {
+	case "prune":
+		res, err := bench.Prune(ctx, cfg)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintln(stdout, res)
 	case "idle":
 		res, err := bench.Idle(ctx, cfg, a.duration)
 		if err != nil {
@@ -195,6 +237,20 @@ func runBenchMode(ctx context.Context, a benchArgs, stdout, stderr io.Writer) (e
 		fmt.Fprintln(stdout, raw)
 		fmt.Fprintf(stdout, "library/raw: enqueue %.2f, burn-down %.2f\n",
 			enq.JobsPerSecond()/rawEnq.JobsPerSecond(), lib.JobsPerSecond()/raw.JobsPerSecond())
+	}
+	return nil
+}
+
+// reportBacklog says how much of the prune backlog the run's pruner
+// deleted: when none is left, it ran out of work before the run ended.
+func reportBacklog(ctx context.Context, cfg *bench.Config, stdout io.Writer) error {
+	left, err := bench.BacklogLeft(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "pruned during the run: %d of the backlog's %d jobs (%d left)\n", int64(cfg.PruneBacklog)-left, cfg.PruneBacklog, left)
+	if left == 0 && cfg.PruneBacklog > 0 {
+		fmt.Fprintln(stdout, "the pruner ran out of backlog before the run ended: raise --prune-backlog to keep it busy throughout")
 	}
 	return nil
 }

@@ -41,6 +41,12 @@ type Config struct {
 	// Filler adds this many finished and future rows before the run, to
 	// show whether claims slow down as the table grows.
 	Filler int
+	// PruneBacklog adds this many finished jobs, past every retention,
+	// before the run: work for the pruner (Prune, or a run with Prune set).
+	PruneBacklog int
+	// Prune has the working client prune finished jobs an hour old while
+	// it works; without it the client keeps them all.
+	Prune bool
 	// Progress receives the live display; nil for none.
 	Progress io.Writer
 
@@ -92,7 +98,8 @@ func (cfg *Config) schema() string {
 	return cfg.Schema
 }
 
-// Prepare migrates the schema, empties its jobs and adds the filler rows.
+// Prepare migrates the schema, empties its jobs and adds the filler rows
+// and the prune backlog.
 func Prepare(ctx context.Context, cfg *Config) error {
 	if _, err := pgqueue.Migrate(ctx, cfg.Pool, cfg.schema()); err != nil {
 		return err
@@ -110,6 +117,9 @@ func Prepare(ctx context.Context, cfg *Config) error {
 		if _, err := cfg.Pool.Exec(ctx, q.insertFiller, cfg.Filler, queue); err != nil {
 			return fmt.Errorf("filler rows: %w", err)
 		}
+	}
+	if err := addPruneBacklog(ctx, cfg); err != nil {
+		return err
 	}
 	if _, err := cfg.Pool.Exec(ctx, q.vacuumAnalyzeJobs); err != nil {
 		return err
@@ -203,12 +213,14 @@ func noopClient(cfg *Config, worked func()) (*pgqueue.Client, error) {
 	}, nil); err != nil {
 		return nil, err
 	}
-	return pgqueue.New(cfg.Pool, &pgqueue.Config{
+	pc := &pgqueue.Config{
 		Schema:  cfg.schema(),
 		Workers: workers,
 		Queues:  map[string]pgqueue.QueueConfig{queue: {MaxWorkers: cfg.Workers}},
 		Logger:  quietLogger(),
-	})
+	}
+	setRetention(pc, cfg.Prune)
+	return pgqueue.New(cfg.Pool, pc)
 }
 
 // quietLogger drops the client's logs, which would garble the display.

@@ -27,6 +27,8 @@ type queries struct {
 	rawCopy, rawClaim, rawComplete string
 	// reports
 	latency string
+	// the pruner's backlog and what became of it
+	pruneBacklog, prunePending, pruneBacklogLeft, tableSizes, deletedRows, vacuumJobs, walPosition string
 }
 
 // loadQueries reads sql/ with schema, which must be valid, filled in.
@@ -37,6 +39,10 @@ func loadQueries(schema string) (*queries, error) {
 		"vacuum_analyze_jobs": &q.vacuumAnalyzeJobs, "checkpoint": &q.checkpoint,
 		"raw_copy": &q.rawCopy, "raw_claim": &q.rawClaim, "raw_complete": &q.rawComplete,
 		"latency": &q.latency,
+		// the pruner's backlog
+		"prune_backlog": &q.pruneBacklog, "prune_pending": &q.prunePending, "prune_backlog_left": &q.pruneBacklogLeft,
+		"table_sizes": &q.tableSizes, "deleted_rows": &q.deletedRows, "vacuum_jobs": &q.vacuumJobs,
+		"wal_position": &q.walPosition,
 	})
 	if err != nil {
 		return nil, err
