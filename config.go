@@ -48,6 +48,9 @@ const (
 	DefaultCancelGrace = 5 * time.Second
 	// DefaultSingletonRetryDelay is Config.SingletonRetryDelay's default.
 	DefaultSingletonRetryDelay = time.Second
+	// DefaultPeriodicMissedAfter is PeriodicJobOpts.MissedAfter's default
+	// (or three Config.LeaderTTL when that is longer).
+	DefaultPeriodicMissedAfter = time.Minute
 	// DefaultCompletedJobRetention is Config.CompletedJobRetention's
 	// default.
 	DefaultCompletedJobRetention = 24 * time.Hour

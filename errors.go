@@ -55,6 +55,11 @@ var (
 	// a newer deploy may know the kind.
 	ErrUnknownKind = errors.New("pgqueue: no worker for job kind")
 
+	// ErrDuplicatePeriodicJob is returned by New and PeriodicJobs.Add when
+	// a periodic job's name is taken already: names identify periodic jobs
+	// in the database.
+	ErrDuplicatePeriodicJob = errors.New("pgqueue: periodic job name already taken")
+
 	// ErrDuplicateWorker is returned by AddWorker when the kind already has a
 	// worker.
 	ErrDuplicateWorker = errors.New("pgqueue: worker already registered for kind")

@@ -12,10 +12,6 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// DefaultPeriodicMissedAfter is PeriodicJobOpts.MissedAfter's default (or
-// three Config.LeaderTTL when that is longer).
-const DefaultPeriodicMissedAfter = time.Minute
-
 // PeriodicJobConstructor returns the args and insert options of one run of
 // a periodic job. Returning nil args skips the run: the instant counts as
 // done and nothing is enqueued. It is called on the maintenance leader,
@@ -147,8 +143,8 @@ func newPeriodicJobs(jobs []*PeriodicJob) (*PeriodicJobs, error) {
 
 // Add adds job to the set. A leading client takes it into account at once.
 // It returns an error matching ErrInvalidOption when the job is invalid
-// (a *ScheduleError for its schedule) or its name is taken; to change a
-// job, Remove it and Add the new one.
+// (a *ScheduleError for its schedule), and ErrDuplicatePeriodicJob when its
+// name is taken; to change a job, Remove it and Add the new one.
 func (p *PeriodicJobs) Add(job *PeriodicJob) error {
 	if err := job.validate(); err != nil {
 		return err
@@ -156,7 +152,7 @@ func (p *PeriodicJobs) Add(job *PeriodicJob) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if _, ok := p.jobs[job.name]; ok {
-		return fmt.Errorf("%w: periodic job %q added twice", ErrInvalidOption, job.name)
+		return fmt.Errorf("%w: %q", ErrDuplicatePeriodicJob, job.name)
 	}
 	p.jobs[job.name] = job
 	p.signal()

@@ -102,7 +102,6 @@ func TestPeriodicJobs(t *testing.T) {
 			"nil constructor":   {pgqueue.NewPeriodicJob("a", ok, nil, nil)},
 			"unknown policy":    {pgqueue.NewPeriodicJob("a", ok, ctor, &pgqueue.PeriodicJobOpts{Missed: 7})},
 			"negative MissedAf": {pgqueue.NewPeriodicJob("a", ok, ctor, &pgqueue.PeriodicJobOpts{MissedAfter: -time.Second})},
-			"same name twice":   {pgqueue.NewPeriodicJob("a", ok, ctor, nil), pgqueue.NewPeriodicJob("a", ok, ctor, nil)},
 		} {
 			if _, err := pgqueue.New(pool, &pgqueue.Config{PeriodicJobs: jobs}); !errors.Is(err, pgqueue.ErrInvalidOption) {
 				t.Errorf("%s: New returned %v, want ErrInvalidOption", name, err)
@@ -112,9 +111,13 @@ func TestPeriodicJobs(t *testing.T) {
 		if se := (*pgqueue.ScheduleError)(nil); !errors.As(err, &se) || se.Expr != "@every 1ms" {
 			t.Errorf("short interval: %v, want a *ScheduleError for @every 1ms", err)
 		}
+		twice := []*pgqueue.PeriodicJob{pgqueue.NewPeriodicJob("a", ok, ctor, nil), pgqueue.NewPeriodicJob("a", ok, ctor, nil)}
+		if _, err := pgqueue.New(pool, &pgqueue.Config{PeriodicJobs: twice}); !errors.Is(err, pgqueue.ErrDuplicatePeriodicJob) {
+			t.Errorf("same name twice: New returned %v, want ErrDuplicatePeriodicJob", err)
+		}
 		c := newClient(t, pool, &pgqueue.Config{PeriodicJobs: []*pgqueue.PeriodicJob{pgqueue.NewPeriodicJob("a", ok, ctor, nil)}})
-		if err := c.PeriodicJobs().Add(pgqueue.NewPeriodicJob("a", ok, ctor, nil)); !errors.Is(err, pgqueue.ErrInvalidOption) {
-			t.Errorf("Add of a taken name: %v, want ErrInvalidOption", err)
+		if err := c.PeriodicJobs().Add(pgqueue.NewPeriodicJob("a", ok, ctor, nil)); !errors.Is(err, pgqueue.ErrDuplicatePeriodicJob) {
+			t.Errorf("Add of a taken name: %v, want ErrDuplicatePeriodicJob", err)
 		}
 	})
 
