@@ -1,5 +1,5 @@
 // Package workerproc is the set-up the worker commands of the integration
-// tests (faultworker, lockworker) share: the common flags, the logger, the
+// tests (faultworker, lockworker, periodicworker) share: the common flags, the logger, the
 // pool with the process's application_name, signal handling, the stdout
 // lines the tests read, and the exit codes.
 //
