@@ -92,9 +92,8 @@ type started struct {
 
 // Start begins working the configured queues and campaigning for the
 // maintenance leadership (scheduler, rescuer, pruner, periodic jobs).
-// Cancelling ctx stops
-// fetching and cancels running jobs, which are handed back to their
-// queue; call Stop for a graceful end.
+// Cancelling ctx stops fetching and cancels running jobs, which are handed
+// back to their queue; call Stop for a graceful end.
 func (c *Client) Start(ctx context.Context) error {
 	if err := ctxError(ctx, "start"); err != nil {
 		return err
