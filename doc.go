@@ -47,8 +47,10 @@
 // due scheduled jobs available and rescues running jobs whose lease
 // expired, giving each a new fence. It also enqueues the periodic jobs
 // ([Config.PeriodicJobs], [NewPeriodicJob]), each instant of a schedule
-// once, recorded in the same transaction as its job. (maintenance.go and
-// the tasks in maintenance_*.go.)
+// once, recorded in the same transaction as its job. And it deletes
+// finished jobs once their state's retention has passed
+// ([Config.CompletedJobRetention] and the others), in short batches.
+// (maintenance.go and the tasks in maintenance_*.go.)
 //
 // [Migrate] creates and upgrades the schema from the embedded SQL files of
 // the migrations package; every statement and migration names its objects

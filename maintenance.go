@@ -15,8 +15,8 @@ const maintenanceLease = "pgqueue:maintenance"
 // maintenance is the work one client per schema does for all: it
 // campaigns for the lease lock maintenanceLease and, while it leads, runs
 // each task until the term ends. A task is a loop that stops when its
-// context ends; a new one (the pruner, periodic jobs) is a field here and
-// a file maintenance_<task>.go.
+// context ends; a new one is a field here and a file
+// maintenance_<task>.go.
 type maintenance struct {
 	elector   *pglock.Elector
 	log       *slog.Logger

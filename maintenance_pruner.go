@@ -54,17 +54,27 @@ func (p *pruner) run(ctx context.Context) {
 // batch comes back short or ctx ends, and returns how many it deleted.
 // Each batch starts where the last one stopped in finalized_at order, so
 // the index entries of rows deleted earlier in the run (dead until vacuum)
-// are not walked again by every batch.
+// are not walked again by every batch. Between two batches it rests as
+// long as the last one took: a backlog is drained at half the speed the
+// server could go, leaving it the CPU and WAL bandwidth for the claims and
+// completions beside it (see docs/performance.md).
 func (p *pruner) prune(ctx context.Context) (int, error) {
 	total := 0
 	var after time.Time // the year 1: before any job
 	for ctx.Err() == nil {
+		start := time.Now()
 		n, last, err := p.pruneBatch(ctx, after, pruneBatch)
 		total += n
 		if err != nil || n < pruneBatch {
 			return total, err
 		}
 		after = last
+		rest := time.NewTimer(time.Since(start))
+		select {
+		case <-ctx.Done():
+			rest.Stop()
+		case <-rest.C:
+		}
 	}
 	return total, nil
 }
