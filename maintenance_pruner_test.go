@@ -279,6 +279,32 @@ func TestPruner(t *testing.T) {
 	})
 }
 
+// Keep completed jobs for an hour and discarded ones forever; cancelled
+// jobs keep the default week. Whichever client of the schema leads the
+// maintenance deletes them, so give every client the same retentions.
+func ExampleConfig_retention() {
+	ctx := context.Background()
+	pool, err := pgxpool.New(ctx, "postgres://localhost/app")
+	if err != nil {
+		panic(err)
+	}
+	defer pool.Close()
+	client, err := pgqueue.New(pool, &pgqueue.Config{
+		CompletedJobRetention: time.Hour,
+		DiscardedJobRetention: pgqueue.RetainForever,
+		PruneInterval:         time.Minute,
+	})
+	if err != nil {
+		panic(err)
+	}
+	// A started client campaigns for the maintenance even when it works no
+	// queue, and prunes while it leads.
+	if err := client.Start(ctx); err != nil {
+		panic(err)
+	}
+	defer client.Stop(ctx)
+}
+
 // joinIDs joins lists of ids.
 func joinIDs(lists ...[]int64) []int64 {
 	var out []int64
