@@ -10,7 +10,7 @@
 //	          pgqueue migrate up | down N | down --all | version | force V
 //	demo      enqueue and work a batch of jobs with a live progress line
 //	bench     measure throughput and latency: burn-down (with --raw, the
-//	          raw-SQL ceiling in the same run), sustained, idle
+//	          raw-SQL ceiling in the same run), sustained, idle, prune
 //	help      show the usage of pgqueue or of one command
 //
 // Every command takes --database-url (default: the DATABASE_URL
