@@ -148,18 +148,10 @@ func (o *options) run(ctx context.Context, p *workerproc.Worker) error {
 		return err
 	}
 	w.client = client
-	if err := client.Start(ctx); err != nil {
-		return fmt.Errorf("start: %w", err)
-	}
-	p.Ready()
-
-	<-ctx.Done()
-	stopCtx, cancel := p.StopContext(ctx)
-	defer cancel()
-	err = client.Stop(stopCtx)
+	err = p.Serve(ctx, client)
 	p.Say("stopped: effects=%d refusals=%d", w.effects.Load(), w.refusals.Load())
 	if err != nil {
-		return fmt.Errorf("stop: %w", err)
+		return err
 	}
 	return nil
 }

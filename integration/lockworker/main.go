@@ -164,15 +164,8 @@ func (o *options) run(ctx context.Context, p *workerproc.Worker) error {
 		return err
 	}
 	w.client = client
-	if err := client.Start(ctx); err != nil {
-		return fmt.Errorf("start: %w", err)
-	}
-	p.Ready()
-	<-ctx.Done()
-	stopCtx, cancel := p.StopContext(ctx)
-	defer cancel()
-	if err := client.Stop(stopCtx); err != nil {
-		return fmt.Errorf("stop: %w", err)
+	if err := p.Serve(ctx, client); err != nil {
+		return err
 	}
 	p.Say("stopped")
 	return nil

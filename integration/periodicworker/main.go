@@ -20,7 +20,6 @@ import (
 	"context"
 	"errors"
 	"flag"
-	"fmt"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -91,15 +90,8 @@ func (o *options) run(ctx context.Context, p *workerproc.Worker) error {
 	if err != nil {
 		return err
 	}
-	if err := client.Start(ctx); err != nil {
-		return fmt.Errorf("start: %w", err)
-	}
-	p.Ready()
-	<-ctx.Done()
-	stopCtx, cancel := p.StopContext(ctx)
-	defer cancel()
-	if err := client.Stop(stopCtx); err != nil {
-		return fmt.Errorf("stop: %w", err)
+	if err := p.Serve(ctx, client); err != nil {
+		return err
 	}
 	p.Say("stopped")
 	return nil

@@ -103,6 +103,23 @@ func (w *Worker) StopContext(ctx context.Context) (context.Context, context.Canc
 	return context.WithTimeout(context.WithoutCancel(ctx), w.StopTimeout)
 }
 
+// Serve starts client, says it is ready, and stops it gracefully (within
+// StopTimeout) once ctx ends, which the first signal does. It returns
+// Stop's error; the caller prints its own closing line.
+func (w *Worker) Serve(ctx context.Context, client *pgqueue.Client) error {
+	if err := client.Start(ctx); err != nil {
+		return fmt.Errorf("start: %w", err)
+	}
+	w.Ready()
+	<-ctx.Done()
+	stopCtx, cancel := w.StopContext(ctx)
+	defer cancel()
+	if err := client.Stop(stopCtx); err != nil {
+		return fmt.Errorf("stop: %w", err)
+	}
+	return nil
+}
+
 // Main runs the command s with the process's arguments and exits with its
 // exit code. It never returns.
 func Main(s Spec) {
