@@ -274,23 +274,13 @@ func (c *Client) EnqueueManyTx(ctx context.Context, tx pgx.Tx, params []EnqueueP
 
 // insertMany writes a small batch, and its notifications, in one round trip.
 func (c *Client) insertMany(ctx context.Context, tx pgx.Tx, jobs []*encodedJob) (int64, error) {
-	n := len(jobs)
-	queues, kinds, singletons := make([]string, n), make([]string, n), make([]*string, n)
-	args, tags, metas := make([][]byte, n), make([][]byte, n), make([][]byte, n)
-	priorities, maxAttempts := make([]int16, n), make([]int32, n)
-	runAts := make([]*time.Time, n)
-	for i, j := range jobs {
-		t, err := json.Marshal(j.tags)
-		if err != nil {
-			return 0, fmt.Errorf("%w: tags: %w", ErrInvalidArgs, err)
-		}
-		queues[i], kinds[i], singletons[i] = j.queue, j.kind, j.singleton
-		args[i], tags[i], metas[i] = j.args, t, j.meta
-		priorities[i], maxAttempts[i], runAts[i] = j.priority, int32(j.maxAttempts), j.runAt
+	cols, err := newJobColumns(jobs)
+	if err != nil {
+		return 0, err
 	}
 	batch := &pgx.Batch{}
-	batch.Queue(c.q.insertMany, queues, kinds, args, priorities, maxAttempts, tags, metas, singletons, runAts)
-	batch.Queue(c.q.notifyDue, c.channel, queues, runAts)
+	batch.Queue(c.q.insertMany, cols.args()...)
+	batch.Queue(c.q.notifyDue, c.channel, cols.queues, cols.runAts)
 	results := tx.SendBatch(ctx, batch)
 	tag, err := results.Exec()
 	if err == nil {
@@ -303,6 +293,42 @@ func (c *Client) insertMany(ctx context.Context, tx pgx.Tx, jobs []*encodedJob) 
 		return 0, dbError("enqueue many", err)
 	}
 	return tag.RowsAffected(), nil
+}
+
+// jobColumns are a batch's jobs as the column arrays of
+// sql/insert_many.sql: one array per column, tags as JSON (a SQL array
+// cannot hold rows of different lengths).
+type jobColumns struct {
+	queues, kinds       []string
+	singletons          []*string
+	encArgs, tags, meta [][]byte
+	priorities          []int16
+	maxAttempts         []int32
+	runAts              []*time.Time
+}
+
+func newJobColumns(jobs []*encodedJob) (*jobColumns, error) {
+	n := len(jobs)
+	c := &jobColumns{
+		queues: make([]string, n), kinds: make([]string, n), singletons: make([]*string, n),
+		encArgs: make([][]byte, n), tags: make([][]byte, n), meta: make([][]byte, n),
+		priorities: make([]int16, n), maxAttempts: make([]int32, n), runAts: make([]*time.Time, n),
+	}
+	for i, j := range jobs {
+		t, err := json.Marshal(j.tags)
+		if err != nil {
+			return nil, fmt.Errorf("%w: tags: %w", ErrInvalidArgs, err)
+		}
+		c.queues[i], c.kinds[i], c.singletons[i] = j.queue, j.kind, j.singleton
+		c.encArgs[i], c.tags[i], c.meta[i] = j.args, t, j.meta
+		c.priorities[i], c.maxAttempts[i], c.runAts[i] = j.priority, int32(j.maxAttempts), j.runAt
+	}
+	return c, nil
+}
+
+// args are the statement's first nine arguments, in its order.
+func (c *jobColumns) args() []any {
+	return []any{c.queues, c.kinds, c.encArgs, c.priorities, c.maxAttempts, c.tags, c.meta, c.singletons, c.runAts}
 }
 
 // notifyQueues sends one notification per queue in due, however many

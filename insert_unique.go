@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 )
@@ -84,20 +83,12 @@ func (c *Client) insertManyUnique(ctx context.Context, tx pgx.Tx, jobs []*encode
 // insertUniqueChunk writes one statement's worth of jobs and returns which
 // unique ones it inserted, by position in chunk.
 func (c *Client) insertUniqueChunk(ctx context.Context, tx pgx.Tx, chunk []*encodedJob) (map[int]bool, error) {
-	n := len(chunk)
-	queues, kinds, singletons := make([]string, n), make([]string, n), make([]*string, n)
-	args, tags, metas := make([][]byte, n), make([][]byte, n), make([][]byte, n)
-	priorities, maxAttempts := make([]int16, n), make([]int32, n)
-	runAts := make([]*time.Time, n)
-	bases, periods, states := make([][]byte, n), make([]int64, n), make([][]byte, n)
+	cols, err := newJobColumns(chunk)
+	if err != nil {
+		return nil, err
+	}
+	bases, periods, states := make([][]byte, len(chunk)), make([]int64, len(chunk)), make([][]byte, len(chunk))
 	for i, j := range chunk {
-		t, err := json.Marshal(j.tags)
-		if err != nil {
-			return nil, fmt.Errorf("%w: tags: %w", ErrInvalidArgs, err)
-		}
-		queues[i], kinds[i], singletons[i] = j.queue, j.kind, j.singleton
-		args[i], tags[i], metas[i] = j.args, t, j.meta
-		priorities[i], maxAttempts[i], runAts[i] = j.priority, int32(j.maxAttempts), j.runAt
 		if u := j.unique; u != nil {
 			bases[i], periods[i] = u.base, u.periodUS
 			if states[i], err = json.Marshal(u.states); err != nil {
@@ -106,8 +97,8 @@ func (c *Client) insertUniqueChunk(ctx context.Context, tx pgx.Tx, chunk []*enco
 		}
 	}
 	batch := &pgx.Batch{}
-	batch.Queue(c.q.insertManyUnique, queues, kinds, args, priorities, maxAttempts, tags, metas, singletons, runAts, bases, periods, states)
-	batch.Queue(c.q.notifyDue, c.channel, queues, runAts)
+	batch.Queue(c.q.insertManyUnique, append(cols.args(), bases, periods, states)...)
+	batch.Queue(c.q.notifyDue, c.channel, cols.queues, cols.runAts)
 	br := tx.SendBatch(ctx, batch)
 	inserted := map[int]bool{}
 	rows, err := br.Query()
