@@ -116,6 +116,16 @@ type JobRow struct {
 	FinalizedAt time.Time
 	// SingletonKey is the job's singleton key, empty for ordinary jobs.
 	SingletonKey string
+	// CancelRequestedAt is when JobCancel asked for the running job to be
+	// cancelled; zero if it never was. Read by JobGet and JobList; a
+	// claimed job's row leaves it zero.
+	CancelRequestedAt time.Time
+	// Output is the JSON the handler last recorded with RecordOutput, nil
+	// if none. Read by JobGet and JobList only.
+	Output []byte
+	// Progress is the JSON the handler last recorded with RecordProgress,
+	// nil if none. Read by JobGet and JobList only.
+	Progress []byte
 }
 
 // Job is a claimed job handed to a Worker, with its args decoded.
