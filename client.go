@@ -147,7 +147,10 @@ func (c *Client) Start(ctx context.Context) error {
 		jobParent: context.WithoutCancel(jobs),
 		log:       c.log,
 		retry:     cfg.RetryPolicy,
-		jobLease:  cfg.JobLease, jobTimeout: cfg.JobTimeout,
+		jobContext: func(ctx context.Context, j *activeJob) context.Context {
+			return withJobContext(ctx, c, j)
+		},
+		jobLease: cfg.JobLease, jobTimeout: cfg.JobTimeout,
 		unknownKindDelay: cfg.UnknownKindDelay, singletonRetryDelay: cfg.SingletonRetryDelay,
 	}
 	claims := &claimer{pool: c.pool, q: c.q, base: base, jobLease: cfg.JobLease, clientID: cfg.ID}

@@ -39,6 +39,9 @@ type executor struct {
 	jobParent context.Context
 	log       *slog.Logger
 	retry     RetryPolicy
+	// jobContext adds to a job's context what handlers read back from it
+	// (ClientFromContext, RecordOutput).
+	jobContext func(ctx context.Context, j *activeJob) context.Context
 
 	jobLease, jobTimeout                  time.Duration
 	unknownKindDelay, singletonRetryDelay time.Duration
@@ -58,6 +61,7 @@ func (e *executor) execute(cj *claimedJob) {
 	ctx, cancel := context.WithCancelCause(e.jobParent)
 	defer cancel(nil)
 	job := e.active.add(row, cancel, cj.sent, e.jobLease)
+	ctx = e.jobContext(ctx, job)
 	if w == nil {
 		e.active.remove(job)
 		err := fmt.Errorf("%w %q; waiting %s for a worker that knows it", ErrUnknownKind, row.Kind, e.unknownKindDelay)
