@@ -88,6 +88,20 @@ var (
 	// ErrNotStarted is returned by Stop on a client that is not running.
 	ErrNotStarted = errors.New("pgqueue: client not started")
 
+	// ErrJobNotFound is returned by JobGet, JobCancel, JobRetry and
+	// JobDelete when no job has the id (it never existed or was deleted,
+	// by JobDelete or by retention).
+	ErrJobNotFound = errors.New("pgqueue: job not found")
+
+	// ErrJobRunning is returned by JobRetry and JobDelete for a job that is
+	// running: its holder's fence and lease are left alone. Cancel it with
+	// JobCancel first.
+	ErrJobRunning = errors.New("pgqueue: job is running")
+
+	// ErrJobCancelled is the cause of a running job's context cancellation
+	// after JobCancel asked for it: the job ends cancelled, not retried.
+	ErrJobCancelled = errors.New("pgqueue: job cancelled")
+
 	// ErrStopping is the cause of the context cancellation a running job
 	// sees when Stop's deadline passed before it finished. The job is
 	// handed back to the queue without spending an attempt.
