@@ -25,6 +25,18 @@ type activeJob struct {
 	// completedInTx is set by CompleteTx; the executor then checks whether
 	// that transaction committed instead of completing the job again.
 	completedInTx atomic.Bool
+	// cancelRequested is set when JobCancel's request reached this client
+	// (control notification or heartbeat): the handler's context is
+	// cancelled with ErrJobCancelled and an error it returns ends the job
+	// cancelled.
+	cancelRequested atomic.Bool
+}
+
+// requestCancel cancels the handler's context with ErrJobCancelled, once.
+func (j *activeJob) requestCancel() {
+	if j.cancelRequested.CompareAndSwap(false, true) {
+		j.cancel(ErrJobCancelled)
+	}
 }
 
 // activeJobs is the registry of a started client's running jobs.

@@ -7,7 +7,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/pgqueue/pgqueue/internal/notifier"
@@ -26,6 +25,8 @@ type Client struct {
 	// channel is the NOTIFY channel of the schema's inserts; the payload
 	// is the queue name.
 	channel string
+	// control is the NOTIFY channel of control messages (JobCancel).
+	control string
 
 	testHooks testHooks
 
@@ -67,7 +68,7 @@ func New(pool *pgxpool.Pool, config *Config) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Client{pool: pool, config: cfg, q: q, locks: locks, log: cfg.Logger, channel: notifyChannel(cfg.Schema), periodic: periodic}, nil
+	return &Client{pool: pool, config: cfg, q: q, locks: locks, log: cfg.Logger, channel: notifyChannel(cfg.Schema), control: controlChannel(cfg.Schema), periodic: periodic}, nil
 }
 
 // ID returns the client's ID, as stored in the worker_id of the jobs it
@@ -160,23 +161,31 @@ func (c *Client) Start(ctx context.Context) error {
 		s.loops.Add(1)
 		go func() { defer s.loops.Done(); p.run(fetch) }()
 	}
+	wake := func(queue string) {
+		if p := s.producers[queue]; p != nil {
+			p.wake()
+		}
+	}
 	if len(s.producers) > 0 {
 		queues := make([]string, 0, len(s.producers))
 		for q := range s.producers {
 			queues = append(queues, q)
 		}
-		wake := func(queue string) {
-			if p := s.producers[queue]; p != nil {
-				p.wake()
-			}
-		}
 		poll := &poller{pool: c.pool, q: c.q, log: c.log, queues: queues, interval: cfg.FetchPollInterval, wake: wake, leaderFree: elector.Nudge}
 		s.loops.Add(1)
 		go func() { defer s.loops.Done(); poll.run(fetch) }()
+	}
+	if len(s.producers) > 0 && !cfg.PollOnly {
 		s.notifier, err = notifier.Start(fetch, notifier.Config{
 			ConnConfig: c.pool.Config().ConnConfig.Copy(),
-			Channel:    pgx.Identifier{c.channel}.Sanitize(),
-			OnNotify:   wake,
+			Channels:   []string{c.channel, c.control},
+			OnNotify: func(channel, payload string) {
+				if channel == c.control {
+					active.handleControl(payload, c.log)
+					return
+				}
+				wake(payload)
+			},
 			// Notifications sent while disconnected are lost: look again.
 			OnConnect: func() {
 				for _, p := range s.producers {

@@ -24,6 +24,8 @@ const (
 	DefaultMaxAttempts = 25
 	// DefaultMaxArgsSize is Config.MaxArgsSize's default: 1 MiB.
 	DefaultMaxArgsSize = 1 << 20
+	// DefaultMaxOutputSize is Config.MaxOutputSize's default: 256 KiB.
+	DefaultMaxOutputSize = 256 << 10
 	// DefaultJobLease is Config.JobLease's default.
 	DefaultJobLease = 30 * time.Second
 	// DefaultJobTimeout is Config.JobTimeout's default.
@@ -127,6 +129,14 @@ type Config struct {
 	// DefaultFetchPollInterval.
 	FetchPollInterval time.Duration
 
+	// PollOnly, when true, keeps the client from holding a LISTEN
+	// connection: it finds new jobs by polling every FetchPollInterval and
+	// learns of JobCancel requests for its running jobs at their next
+	// heartbeat (HeartbeatInterval) instead of at once. For connections
+	// that keep no session, such as a pooler in transaction mode.
+	// Default false.
+	PollOnly bool
+
 	// SchedulerInterval is how often due scheduled jobs are made available,
 	// so a job starts within about this long of its run_at. Default
 	// DefaultSchedulerInterval.
@@ -192,6 +202,12 @@ type Config struct {
 	// DefaultMaxArgsSize.
 	MaxArgsSize int
 
+	// MaxOutputSize caps the encoded size in bytes of what a handler
+	// records with RecordOutput or RecordProgress: both live in the job's
+	// row, which every claim and heartbeat of it touches. Default
+	// DefaultMaxOutputSize.
+	MaxOutputSize int
+
 	// CancelGrace is how long Stop waits for handlers to return after it
 	// cancelled them because its own context ended. Default
 	// DefaultCancelGrace.
@@ -224,6 +240,7 @@ func (c *Config) withDefaults() (*Config, error) {
 	out.SchedulerInterval = cmp.Or(out.SchedulerInterval, DefaultSchedulerInterval)
 	out.UnknownKindDelay = cmp.Or(out.UnknownKindDelay, DefaultUnknownKindDelay)
 	out.MaxArgsSize = cmp.Or(out.MaxArgsSize, DefaultMaxArgsSize)
+	out.MaxOutputSize = cmp.Or(out.MaxOutputSize, DefaultMaxOutputSize)
 	out.CancelGrace = cmp.Or(out.CancelGrace, DefaultCancelGrace)
 	out.ClaimBatchDelay = cmp.Or(out.ClaimBatchDelay, DefaultClaimBatchDelay)
 	out.CompleteBatchSize = cmp.Or(out.CompleteBatchSize, DefaultCompleteBatchSize)
@@ -269,6 +286,9 @@ func (c *Config) withDefaults() (*Config, error) {
 	}
 	if out.PruneInterval < 0 {
 		return nil, fmt.Errorf("%w: PruneInterval must not be negative, got %s", ErrInvalidOption, out.PruneInterval)
+	}
+	if out.MaxOutputSize < 0 {
+		return nil, fmt.Errorf("%w: MaxOutputSize must not be negative, got %d", ErrInvalidOption, out.MaxOutputSize)
 	}
 	if out.MaxArgsSize < 0 {
 		return nil, fmt.Errorf("%w: MaxArgsSize must not be negative, got %d", ErrInvalidOption, out.MaxArgsSize)

@@ -102,6 +102,14 @@ var (
 	// after JobCancel asked for it: the job ends cancelled, not retried.
 	ErrJobCancelled = errors.New("pgqueue: job cancelled")
 
+	// ErrNoJobContext is returned by RecordOutput and RecordProgress when
+	// the context is not a running job's (or derived from one).
+	ErrNoJobContext = errors.New("pgqueue: not a job's context")
+
+	// ErrOutputTooLarge is returned by RecordOutput and RecordProgress when
+	// the encoded value exceeds Config.MaxOutputSize.
+	ErrOutputTooLarge = errors.New("pgqueue: job output too large")
+
 	// ErrStopping is the cause of the context cancellation a running job
 	// sees when Stop's deadline passed before it finished. The job is
 	// handed back to the queue without spending an attempt.

@@ -117,6 +117,15 @@ func (e *executor) execute(cj *claimedJob) {
 		e.log.Warn("pgqueue: job result dropped, lease lost", "job", row.ID, "kind", row.Kind, "fence", row.Fence, "err", err)
 	case err == nil:
 		record(result{row: row, op: opComplete})
+	case job.cancelRequested.Load():
+		// JobCancel asked for it: whatever the handler's error, the job
+		// ends cancelled, never retried (sql/finish.sql agrees even when
+		// this client never heard of the request).
+		msg := err.Error()
+		if !errors.Is(err, ErrJobCancelled) {
+			msg = fmt.Sprintf("%v: %v", ErrJobCancelled, err)
+		}
+		record(result{row: row, op: opCancel, err: &msg})
 	case e.stopping.Err() != nil:
 		// Cancelled because the client is stopping: not the job's fault.
 		record(result{row: row, op: opRelease})

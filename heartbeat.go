@@ -3,6 +3,7 @@ package pgqueue
 import (
 	"context"
 	"log/slog"
+	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -18,7 +19,9 @@ func expirySweep(lease time.Duration) time.Duration {
 
 // heartbeater renews the leases of all running jobs of a client in one
 // fenced statement every interval (sql/heartbeat.sql). A job the
-// statement did not renew was lost and is cancelled with ErrJobLeaseLost.
+// statement did not renew was lost and is cancelled with ErrJobLeaseLost;
+// one JobCancel asked to cancel is cancelled with ErrJobCancelled, in case
+// the control notification never came.
 // Between heartbeats it cancels the jobs whose lease ran out by the local
 // clock.
 type heartbeater struct {
@@ -89,13 +92,18 @@ func (h *heartbeater) heartbeat(jobs []*activeJob) error {
 		return dbError("heartbeat", err)
 	}
 	held := make(map[int64]bool, len(jobs))
+	var cancels []int64 // jobs JobCancel asked to cancel: rare
 	for rows.Next() {
 		var id int64
-		if err := rows.Scan(&id); err != nil {
+		var cancelRequested bool
+		if err := rows.Scan(&id, &cancelRequested); err != nil {
 			rows.Close()
 			return dbError("heartbeat", err)
 		}
 		held[id] = true
+		if cancelRequested {
+			cancels = append(cancels, id)
+		}
 	}
 	if err := rows.Err(); err != nil {
 		return dbError("heartbeat", err)
@@ -104,6 +112,9 @@ func (h *heartbeater) heartbeat(jobs []*activeJob) error {
 	for _, j := range jobs {
 		if held[j.row.ID] {
 			j.leaseEnd.Store(until)
+			if slices.Contains(cancels, j.row.ID) {
+				j.requestCancel()
+			}
 			continue
 		}
 		if j.completedInTx.Load() {

@@ -54,7 +54,7 @@ func (s *jobScanner) scanFlagged(row pgx.CollectableRow) (flag bool, _ *JobRow, 
 }
 
 // scanAfter reads the job columns after the columns of lead.
-func (s *jobScanner) scanAfter(row pgx.CollectableRow, lead ...any) (*JobRow, error) {
+func (s *jobScanner) scanAfter(row pgx.Row, lead ...any) (*JobRow, error) {
 	j := &JobRow{}
 	s.dest = append(append(s.dest[:0], lead...), &j.ID, &j.Queue, &j.Kind, &j.EncodedArgs, &j.Priority, &s.state, &j.Attempt, &j.MaxAttempts,
 		&j.RunAt, &s.fence, &s.leaseUntil, &s.workerID, &s.errs, &j.Tags, &j.Meta,

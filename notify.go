@@ -6,9 +6,17 @@ import (
 )
 
 // notifyChannel is the NOTIFY channel of a schema's inserts: the schema
-// name and "_jobs", kept within PostgreSQL's 63-byte identifier limit.
-func notifyChannel(schema string) string {
-	const suffix = "_jobs"
+// name and "_jobs", kept within PostgreSQL's 63-byte identifier limit. The
+// payload is a queue name.
+func notifyChannel(schema string) string { return schemaChannel(schema, "_jobs") }
+
+// controlChannel is the NOTIFY channel of a schema's control messages
+// (see control_channel.go): the schema name and "_control".
+func controlChannel(schema string) string { return schemaChannel(schema, "_control") }
+
+// schemaChannel names a channel of schema: schema+suffix, or, when that
+// exceeds 63 bytes, the schema's head and a hash of all of it.
+func schemaChannel(schema, suffix string) string {
 	if len(schema)+len(suffix) <= 63 {
 		return schema + suffix
 	}

@@ -35,6 +35,8 @@ type queries struct {
 	// work
 	claim, poll, heartbeat, complete, completeMany, finish, jobOutcomes string
 	setIdleTimeout, checkFence                                          string
+	// control
+	jobCancel, jobCancelFinal, jobOutput, jobProgress string
 	// maintenance
 	schedule, rescueCandidates, rescue           string
 	prune                                        string
@@ -54,6 +56,8 @@ func loadQueries(schema string) (*queries, error) {
 		"claim": &q.claim, "poll": &q.poll, "heartbeat": &q.heartbeat, "complete": &q.complete,
 		"complete_many": &q.completeMany, "finish": &q.finish, "job_outcomes": &q.jobOutcomes,
 		"set_idle_timeout": &q.setIdleTimeout, "check_fence": &q.checkFence,
+		"job_cancel": &q.jobCancel, "job_cancel_final": &q.jobCancelFinal,
+		"job_output": &q.jobOutput, "job_progress": &q.jobProgress,
 		"schedule": &q.schedule, "rescue_candidates": &q.rescueCandidates, "rescue": &q.rescue, "prune": &q.prune,
 		"periodic_states": &q.periodicStates, "periodic_lock": &q.periodicLock, "periodic_create": &q.periodicCreate,
 		"periodic_advance": &q.periodicAdvance, "periodic_started": &q.periodicStarted,

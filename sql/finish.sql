@@ -7,7 +7,9 @@
 -- Only rows still running under the given fence change; the ids returned
 -- are those that did, so every other job of the batch had lost its claim.
 -- fail discards the job once its attempts are used up; snooze and release
--- give the attempt back.
+-- give the attempt back. A job JobCancel asked to cancel
+-- (cancel_requested_at) ends cancelled whatever the op, except complete:
+-- work that was done stays completed.
 WITH r AS (
     SELECT *
     FROM unnest($1::bigint[], $2::bigint[], $3::text[], $4::text[], $5::text[], $6::bigint[])
@@ -16,18 +18,21 @@ WITH r AS (
 UPDATE {{schema}}.jobs j
 SET state = CASE
         WHEN r.op = 'complete' THEN 'completed'
-        WHEN r.op = 'cancel' THEN 'cancelled'
+        WHEN r.op = 'cancel' OR j.cancel_requested_at IS NOT NULL THEN 'cancelled'
         WHEN r.op = 'fail' AND j.attempt >= j.max_attempts THEN 'discarded'
         WHEN r.op = 'release' OR r.delay <= 0 THEN 'available'
         ELSE 'scheduled' END,
-    attempt = CASE WHEN r.op IN ('snooze', 'release') THEN j.attempt - 1 ELSE j.attempt END,
+    attempt = CASE WHEN r.op IN ('snooze', 'release') AND j.cancel_requested_at IS NULL THEN j.attempt - 1
+                   ELSE j.attempt END,
     errors = CASE WHEN r.error IS NULL THEN j.errors
                   ELSE j.errors || jsonb_strip_nulls(jsonb_build_object(
                       'attempt', j.attempt, 'at', now(), 'error', r.error, 'trace', r.trace)) END,
-    run_at = CASE WHEN r.op = 'snooze' OR (r.op = 'fail' AND j.attempt < j.max_attempts)
+    run_at = CASE WHEN j.cancel_requested_at IS NOT NULL AND r.op <> 'complete' THEN j.run_at
+                  WHEN r.op = 'snooze' OR (r.op = 'fail' AND j.attempt < j.max_attempts)
                   THEN now() + greatest(r.delay, 0) * interval '1 microsecond'
                   ELSE j.run_at END,
-    finalized_at = CASE WHEN r.op IN ('complete', 'cancel') OR (r.op = 'fail' AND j.attempt >= j.max_attempts)
+    finalized_at = CASE WHEN r.op IN ('complete', 'cancel') OR j.cancel_requested_at IS NOT NULL
+                             OR (r.op = 'fail' AND j.attempt >= j.max_attempts)
                         THEN now() END,
     lease_until = NULL
 FROM r

@@ -5,7 +5,8 @@
 -- between its CompleteTx and its COMMIT must not stall every rescue; its
 -- own commit or abort settles that job, and the next round sees it again.
 -- A rescued job gets a new fence at once: whatever its old holder writes
--- later is refused.
+-- later is refused. A job JobCancel asked to cancel ends cancelled, its
+-- holder gone before it could.
 WITH r AS (
     SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::bigint[]) AS r(id, fence, delay)
 ), free AS (
@@ -16,11 +17,13 @@ WITH r AS (
 )
 UPDATE {{schema}}.jobs j
 SET errors = j.errors || jsonb_build_object('attempt', j.attempt, 'at', now(),
-        'error', 'lease expired (worker ' || coalesce(j.worker_id, '?') || ')'),
-    state = CASE WHEN j.attempt >= j.max_attempts THEN 'discarded' ELSE 'scheduled' END,
-    run_at = CASE WHEN j.attempt >= j.max_attempts THEN j.run_at
+        'error', 'lease expired (worker ' || coalesce(j.worker_id, '?') || ')'
+                 || CASE WHEN j.cancel_requested_at IS NOT NULL THEN '; cancelled as requested' ELSE '' END),
+    state = CASE WHEN j.cancel_requested_at IS NOT NULL THEN 'cancelled'
+                 WHEN j.attempt >= j.max_attempts THEN 'discarded' ELSE 'scheduled' END,
+    run_at = CASE WHEN j.cancel_requested_at IS NOT NULL OR j.attempt >= j.max_attempts THEN j.run_at
                   ELSE now() + greatest(r.delay, 0) * interval '1 microsecond' END,
-    finalized_at = CASE WHEN j.attempt >= j.max_attempts THEN now() END,
+    finalized_at = CASE WHEN j.cancel_requested_at IS NOT NULL OR j.attempt >= j.max_attempts THEN now() END,
     fence = nextval('{{schema}}.fence_seq'),
     lease_until = NULL
 FROM r

@@ -17,12 +17,12 @@ import (
 type Config struct {
 	// ConnConfig is how to dial the dedicated connection. Required.
 	ConnConfig *pgx.ConnConfig
-	// Channel is the channel to LISTEN on, already quoted as an identifier.
-	// Required.
-	Channel string
-	// OnNotify receives each notification's payload. It runs on the
-	// notifier's goroutine: keep it short.
-	OnNotify func(payload string)
+	// Channels are the channels to LISTEN on, unquoted: the notifier
+	// quotes them. At least one is required.
+	Channels []string
+	// OnNotify receives each notification's channel and payload. It runs on
+	// the notifier's goroutine: keep it short.
+	OnNotify func(channel, payload string)
 	// OnConnect runs after each successful LISTEN, the first included.
 	OnConnect func()
 	// OnError receives connection errors; optional.
@@ -47,7 +47,7 @@ type Notifier struct {
 
 // Start begins listening; Stop ends it. ctx bounds the notifier's life.
 func Start(ctx context.Context, cfg Config) (*Notifier, error) {
-	if cfg.ConnConfig == nil || cfg.Channel == "" {
+	if cfg.ConnConfig == nil || len(cfg.Channels) == 0 {
 		return nil, ErrNoConfig
 	}
 	if cfg.MaxBackoff <= 0 {
@@ -115,8 +115,10 @@ func (n *Notifier) listen(ctx context.Context) error {
 		defer cancel()
 		_ = conn.Close(cctx)
 	}()
-	if _, err := conn.Exec(ctx, "LISTEN "+n.cfg.Channel); err != nil {
-		return err
+	for _, ch := range n.cfg.Channels {
+		if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{ch}.Sanitize()); err != nil {
+			return err
+		}
 	}
 	n.setConnected(true)
 	if n.cfg.OnConnect != nil {
@@ -142,10 +144,10 @@ func (n *Notifier) listen(ctx context.Context) error {
 			return err
 		}
 		if n.cfg.OnNotify != nil {
-			n.cfg.OnNotify(note.Payload)
+			n.cfg.OnNotify(note.Channel, note.Payload)
 		}
 	}
 }
 
 // ErrNoConfig is returned when Config lacks a required field.
-var ErrNoConfig = errors.New("notifier: ConnConfig and Channel are required")
+var ErrNoConfig = errors.New("notifier: ConnConfig and Channels are required")

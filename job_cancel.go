@@ -1,0 +1,81 @@
+package pgqueue
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
+)
+
+// JobCancel cancels the job with this id and returns it as it is after the
+// call.
+//
+// A scheduled or available job is cancelled at once. A running job is
+// marked as cancel-requested (JobRow.CancelRequestedAt) and stays running
+// under its holder's fence and lease; its holder is told on the schema's
+// control channel and cancels the handler's context with cause
+// ErrJobCancelled, within about a hundred milliseconds of the commit when
+// notifications flow, or at its next heartbeat otherwise (Config.PollOnly,
+// a lost notification). An error the handler then returns ends the job
+// cancelled, never retried; a handler that returns nil completes it, since
+// its work was done. If the holder is gone, the rescuer ends the job
+// cancelled when its lease expires. A completed, discarded or cancelled
+// job is returned unchanged. ErrJobNotFound when no job has the id.
+//
+// See docs/design.md, "Cancelling a job", for every race and its outcome.
+func (c *Client) JobCancel(ctx context.Context, id int64) (*JobRow, error) {
+	if err := ctxError(ctx, "cancel job"); err != nil {
+		return nil, err
+	}
+	var job *JobRow
+	err := pgx.BeginFunc(ctx, c.pool, func(tx pgx.Tx) error {
+		var err error
+		job, err = c.JobCancelTx(ctx, tx, id)
+		return err
+	})
+	if err != nil {
+		return nil, dbError(fmt.Sprintf("cancel job %d", id), err)
+	}
+	return job, nil
+}
+
+// JobCancelTx is JobCancel inside the caller's transaction: the job is
+// cancelled, and a running job's holder told, only when tx commits.
+func (c *Client) JobCancelTx(ctx context.Context, tx pgx.Tx, id int64) (*JobRow, error) {
+	job, err := scanCancelled(tx.QueryRow(ctx, c.q.jobCancel, id, c.control))
+	if errors.Is(err, pgx.ErrNoRows) {
+		// Nothing to cancel: final already, or absent.
+		job, err = scanCancelled(tx.QueryRow(ctx, c.q.jobCancelFinal, id))
+	}
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, fmt.Errorf("cancel job %d: %w", id, ErrJobNotFound)
+	}
+	if err != nil {
+		return nil, dbError(fmt.Sprintf("cancel job %d", id), err)
+	}
+	return job, nil
+}
+
+// scanCancelled reads a row of sql/job_cancel.sql: the claim's columns and
+// cancel_requested_at.
+func scanCancelled(row pgx.Row) (*JobRow, error) {
+	var s jobScanner
+	var requested pgtype.Timestamptz
+	job, err := s.scanAfter(lastColumn{row, &requested})
+	if err != nil {
+		return nil, err
+	}
+	job.CancelRequestedAt = requested.Time
+	return job, nil
+}
+
+// lastColumn is a row whose last column goes to dest, after the columns
+// its Scan is given: the job columns of a statement that returns one more.
+type lastColumn struct {
+	pgx.Row
+	dest any
+}
+
+func (r lastColumn) Scan(dest ...any) error { return r.Row.Scan(append(dest, r.dest)...) }
