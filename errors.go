@@ -98,6 +98,13 @@ var (
 	// JobCancel first.
 	ErrJobRunning = errors.New("pgqueue: job is running")
 
+	// ErrUniqueConflict is returned by JobRetry and JobRetryMany when
+	// running a unique job again would make two jobs with its unique key in
+	// their blocking states: another job holds the key (inserted after this
+	// one finished in a state outside its UniqueOpts.ByState). Nothing was
+	// changed; the other job is the one that runs.
+	ErrUniqueConflict = errors.New("pgqueue: unique key held by another job")
+
 	// ErrJobCancelled is the cause of a running job's context cancellation
 	// after JobCancel asked for it: the job ends cancelled, not retried.
 	ErrJobCancelled = errors.New("pgqueue: job cancelled")

@@ -37,6 +37,8 @@ type queries struct {
 	setIdleTimeout, checkFence                                          string
 	// control
 	jobCancel, jobCancelFinal, jobOutput, jobProgress string
+	jobRetry, jobRetryMany, jobDelete, jobDeleteMany  string
+	queuePause, queueResume, queueList                string
 	// maintenance
 	schedule, rescueCandidates, rescue           string
 	prune                                        string
@@ -63,6 +65,8 @@ func loadQueries(schema string) (*queries, error) {
 		"periodic_advance": &q.periodicAdvance, "periodic_started": &q.periodicStarted,
 		"create_schema_lock": &q.createSchemaLock, "create_schema": &q.createSchema,
 		"migrate_lock": &q.migrateLock, "migrate_unlock": &q.migrateUnlock,
+		"job_retry": &q.jobRetry, "job_retry_many": &q.jobRetryMany, "job_delete": &q.jobDelete, "job_delete_many": &q.jobDeleteMany,
+		"queue_pause": &q.queuePause, "queue_resume": &q.queueResume, "queue_list": &q.queueList,
 	})
 	if err != nil {
 		return nil, err

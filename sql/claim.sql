@@ -3,11 +3,13 @@
 -- claimers pass over each other's rows instead of waiting on them. The
 -- picked ids reach the UPDATE as an array, so it finds its rows through the
 -- primary key: joined to the CTE instead, the planner may hash the whole
--- table.
+-- table. A paused queue (a row in queues with paused_at) gives nothing:
+-- the check is a one-time filter, evaluated once before the index is read.
 WITH picked AS (
     SELECT id
     FROM {{schema}}.jobs
     WHERE state = 'available' AND queue = $1
+      AND NOT EXISTS (SELECT 1 FROM {{schema}}.queues WHERE name = $1 AND paused_at IS NOT NULL)
     ORDER BY priority, run_at, id
     LIMIT $2
     FOR UPDATE SKIP LOCKED

@@ -1,0 +1,23 @@
+-- job_delete: delete job $1 unless it is running. The DELETE's WHERE is
+-- rechecked on the row's latest version after any lock wait, so a job
+-- claimed meanwhile is kept. The first column says whether the job was
+-- deleted; when it was not, the row is read under FOR KEY SHARE (which
+-- waits for a claim in flight but not for the holder's heartbeats or
+-- results), so the caller learns its current state.
+WITH deleted AS (
+    DELETE FROM {{schema}}.jobs
+    WHERE id = $1 AND state <> 'running'
+    RETURNING id, queue, kind, args, priority, state, attempt, max_attempts,
+              run_at, fence, lease_until, worker_id, errors, tags, meta,
+              created_at, attempted_at, finalized_at, singleton_key
+), unchanged AS (
+    SELECT id, queue, kind, args, priority, state, attempt, max_attempts,
+           run_at, fence, lease_until, worker_id, errors, tags, meta,
+           created_at, attempted_at, finalized_at, singleton_key
+    FROM {{schema}}.jobs
+    WHERE id = $1 AND NOT EXISTS (SELECT 1 FROM deleted)
+    FOR KEY SHARE
+)
+SELECT true, d.* FROM deleted d
+UNION ALL
+SELECT false, c.* FROM unchanged c

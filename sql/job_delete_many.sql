@@ -1,0 +1,16 @@
+-- job_delete_many: job_delete.sql for the jobs of ids $1, in one statement.
+-- Returns each job's id and what happened: 'deleted', or the current state
+-- of a job kept (running). Ids missing from the result have no job.
+WITH deleted AS (
+    DELETE FROM {{schema}}.jobs
+    WHERE id = ANY ($1::bigint[]) AND state <> 'running'
+    RETURNING id
+), unchanged AS (
+    SELECT j.id, j.state
+    FROM {{schema}}.jobs j
+    WHERE j.id = ANY ($1::bigint[]) AND NOT EXISTS (SELECT 1 FROM deleted d WHERE d.id = j.id)
+    FOR KEY SHARE
+)
+SELECT d.id, 'deleted' FROM deleted d
+UNION ALL
+SELECT c.id, c.state FROM unchanged c

@@ -1,0 +1,31 @@
+-- queue_list: every queue that has a scheduled, available or running job or
+-- a row in queues, with its pause and the count of its jobs in those three
+-- states, exact at the statement's snapshot. Each count reads only its
+-- state's partial index (jobs_fetch_idx, jobs_scheduled_idx,
+-- jobs_running_lease_idx) and the rows it names, so the cost grows with the
+-- backlog, never with the finished jobs. The oldest available job's run_at
+-- comes from the same pass, with its age by the database clock.
+WITH available AS (
+    SELECT queue, count(*) AS n, min(run_at) AS oldest
+    FROM {{schema}}.jobs WHERE state = 'available' GROUP BY queue
+), scheduled AS (
+    SELECT queue, count(*) AS n
+    FROM {{schema}}.jobs WHERE state = 'scheduled' GROUP BY queue
+), running AS (
+    SELECT queue, count(*) AS n
+    FROM {{schema}}.jobs WHERE state = 'running' GROUP BY queue
+), names AS (
+    SELECT queue AS name FROM available
+    UNION SELECT queue FROM scheduled
+    UNION SELECT queue FROM running
+    UNION SELECT name FROM {{schema}}.queues
+)
+SELECT n.name, q.paused_at, q.updated_at,
+       coalesce(s.n, 0), coalesce(a.n, 0), coalesce(r.n, 0),
+       a.oldest, (extract(epoch FROM now() - a.oldest) * 1000000)::bigint
+FROM names n
+LEFT JOIN {{schema}}.queues q ON q.name = n.name
+LEFT JOIN scheduled s ON s.queue = n.name
+LEFT JOIN available a ON a.queue = n.name
+LEFT JOIN running r ON r.queue = n.name
+ORDER BY n.name
