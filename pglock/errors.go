@@ -5,15 +5,17 @@ import (
 
 	"github.com/pgqueue/pgqueue/internal/dberr"
 	"github.com/pgqueue/pgqueue/internal/sqlschema"
+	"github.com/pgqueue/pgqueue/locks"
 )
 
 // Sentinel errors. Match them with errors.Is; the errors pglock returns
 // wrap them with the operation and the lock's name.
 var (
 	// ErrBusy is returned by the Try forms (TryLockXact, TryLockSession,
-	// TryLockLease) when another holder has the lock. It never stands for
-	// a failure to reach the database.
-	ErrBusy = errors.New("pglock: lock busy")
+	// TryLockLease, and TryLock of the locks.Locker adapters) when another
+	// holder has the lock. It never stands for a failure to reach the
+	// database. It is the same value as locks.ErrBusy.
+	ErrBusy = locks.ErrBusy
 
 	// ErrLost is how every lock kind says it ended without its holder
 	// releasing it: the cause of a SessionLock's context when its
@@ -21,11 +23,19 @@ var (
 	// then); the error of LeaseLock.Renew and LeaseLock.Release when the
 	// lease expired or was taken over; the cause of an Elector term's
 	// context when leadership ended. Another holder may have the lock
-	// already: stop acting under it at once.
-	ErrLost = errors.New("pglock: lock lost")
+	// already: stop acting under it at once. It is the same value as
+	// locks.ErrLost.
+	ErrLost = locks.ErrLost
 
-	// ErrReleased is the cause of a SessionLock's context after Unlock.
-	ErrReleased = errors.New("pglock: lock released")
+	// ErrReleased is the cause of a SessionLock's context after Unlock,
+	// and of the adapters' Lock contexts after Release. It is the same
+	// value as locks.ErrReleased.
+	ErrReleased = locks.ErrReleased
+
+	// ErrStaleFence is returned by CheckFenceTx when a higher token was
+	// already recorded for the resource. pgqueue.IsStaleFence reports true
+	// for it too, as the error also wraps check_fence's PQF01 error.
+	ErrStaleFence = errors.New("pglock: stale fence token")
 
 	// ErrNotLocked is returned by SessionLock.Unlock when PostgreSQL
 	// answered that the session did not hold the lock, or when it was
