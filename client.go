@@ -153,6 +153,8 @@ func (c *Client) Start(ctx context.Context) error {
 		},
 		jobLease: cfg.JobLease, jobTimeout: cfg.JobTimeout,
 		unknownKindDelay: cfg.UnknownKindDelay, singletonRetryDelay: cfg.SingletonRetryDelay,
+		unknownKindMaxTries: cfg.UnknownKindMaxTries,
+		middleware:          cfg.WorkMiddleware, errorHandler: cfg.ErrorHandler,
 	}
 	claims := &claimer{pool: c.pool, q: c.q, base: base, jobLease: cfg.JobLease, clientID: cfg.ID}
 	for name, qc := range cfg.Queues {

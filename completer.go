@@ -18,6 +18,10 @@ const (
 	opCancel   = "cancel"
 	opSnooze   = "snooze"
 	opRelease  = "release"
+	// opDiscard ends a job discarded at once; opUnknownKind snoozes a job
+	// whose kind has no worker, marking its entry in errors.
+	opDiscard     = "discard"
+	opUnknownKind = "unknown_kind"
 )
 
 // result is what happened to one claimed job, waiting to be written.

@@ -36,6 +36,10 @@ const (
 	DefaultSchedulerInterval = time.Second
 	// DefaultUnknownKindDelay is Config.UnknownKindDelay's default.
 	DefaultUnknownKindDelay = time.Minute
+	// DefaultUnknownKindMaxTries is Config.UnknownKindMaxTries's default:
+	// with DefaultUnknownKindDelay, about ten minutes of no worker knowing
+	// the kind.
+	DefaultUnknownKindMaxTries = 10
 	// DefaultLeaderTTL is Config.LeaderTTL's default.
 	DefaultLeaderTTL = 10 * time.Second
 	// DefaultRescueInterval is Config.RescueInterval's default.
@@ -156,6 +160,27 @@ type Config struct {
 	// DefaultUnknownKindDelay.
 	UnknownKindDelay time.Duration
 
+	// UnknownKindMaxTries is how many times a job is claimed by a client
+	// with no worker for its kind before it is discarded (ErrUnknownKind).
+	// The count is kept in the job's errors, so it holds across clients
+	// and restarts. Default DefaultUnknownKindMaxTries; negative means
+	// never discard: the job waits for a worker forever.
+	UnknownKindMaxTries int
+
+	// InsertMiddleware wraps every insert, the first outermost (see
+	// InsertMiddleware). Default none.
+	InsertMiddleware []InsertMiddleware
+
+	// WorkMiddleware wraps the work of every job, outside the worker's own
+	// WorkerOpts.Middleware, the first outermost (see WorkMiddleware).
+	// Default none.
+	WorkMiddleware []WorkMiddleware
+
+	// ErrorHandler is told of every failed attempt and may decide to
+	// discard the job or change its retry delay (see ErrorHandler).
+	// Default none.
+	ErrorHandler ErrorHandler
+
 	// SingletonRetryDelay is how long a singleton job whose key is held by
 	// another job waits before it is offered again; its attempt is not
 	// spent. Default DefaultSingletonRetryDelay.
@@ -239,6 +264,7 @@ func (c *Config) withDefaults() (*Config, error) {
 	out.FetchPollInterval = cmp.Or(out.FetchPollInterval, DefaultFetchPollInterval)
 	out.SchedulerInterval = cmp.Or(out.SchedulerInterval, DefaultSchedulerInterval)
 	out.UnknownKindDelay = cmp.Or(out.UnknownKindDelay, DefaultUnknownKindDelay)
+	out.UnknownKindMaxTries = cmp.Or(out.UnknownKindMaxTries, DefaultUnknownKindMaxTries)
 	out.MaxArgsSize = cmp.Or(out.MaxArgsSize, DefaultMaxArgsSize)
 	out.MaxOutputSize = cmp.Or(out.MaxOutputSize, DefaultMaxOutputSize)
 	out.CancelGrace = cmp.Or(out.CancelGrace, DefaultCancelGrace)

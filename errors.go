@@ -52,8 +52,13 @@ var (
 	// in the client's Workers: it is logged with the job, and its text is
 	// recorded in the job's errors. The job is not failed: it waits
 	// Config.UnknownKindDelay, attempt unspent, and is offered again, since
-	// a newer deploy may know the kind.
+	// a newer deploy may know the kind; after Config.UnknownKindMaxTries
+	// such tries it is discarded.
 	ErrUnknownKind = errors.New("pgqueue: no worker for job kind")
+
+	// ErrNotInserted is returned by the Enqueue calls when an insert
+	// middleware returned nil without calling next: nothing was inserted.
+	ErrNotInserted = errors.New("pgqueue: insert middleware skipped the insert")
 
 	// ErrDuplicatePeriodicJob is returned by New and PeriodicJobs.Add when
 	// a periodic job's name is taken already: names identify periodic jobs
@@ -92,6 +97,11 @@ var (
 	// JobDelete when no job has the id (it never existed or was deleted,
 	// by JobDelete or by retention).
 	ErrJobNotFound = errors.New("pgqueue: job not found")
+
+	// ErrInvalidCursor is returned by JobList when JobListParams.Cursor is
+	// not a cursor JobList returned, or was returned for another ordering
+	// or direction.
+	ErrInvalidCursor = errors.New("pgqueue: invalid job list cursor")
 
 	// ErrJobRunning is returned by JobRetry and JobDelete for a job that is
 	// running: its holder's fence and lease are left alone. Cancel it with

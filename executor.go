@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"runtime/debug"
 	"time"
 )
 
@@ -20,6 +19,8 @@ type claimedJob struct {
 	w         *registeredWorker
 	job       any
 	decodeErr error
+	// middleware is the client's work middleware, outside the worker's.
+	middleware []WorkMiddleware
 }
 
 // executor runs claimed jobs: it gives each a context, a timeout and the
@@ -42,9 +43,13 @@ type executor struct {
 	// jobContext adds to a job's context what handlers read back from it
 	// (ClientFromContext, RecordOutput).
 	jobContext func(ctx context.Context, j *activeJob) context.Context
+	// middleware is Config.WorkMiddleware; errorHandler may be nil.
+	middleware   []WorkMiddleware
+	errorHandler ErrorHandler
 
 	jobLease, jobTimeout                  time.Duration
 	unknownKindDelay, singletonRetryDelay time.Duration
+	unknownKindMaxTries                   int
 }
 
 // execute runs one claimed job and hands its result to the completer.
@@ -64,12 +69,10 @@ func (e *executor) execute(cj *claimedJob) {
 	ctx = e.jobContext(ctx, job)
 	if w == nil {
 		e.active.remove(job)
-		err := fmt.Errorf("%w %q; waiting %s for a worker that knows it", ErrUnknownKind, row.Kind, e.unknownKindDelay)
-		e.log.Warn("pgqueue: job kind has no worker", "job", row.ID, "kind", row.Kind, "err", err)
-		note := err.Error()
-		e.results.send(result{row: row, op: opSnooze, err: &note, delay: e.unknownKindDelay})
+		e.results.send(e.unknownKind(row))
 		return
 	}
+	cj.middleware = e.middleware
 	timeout := cmp.Or(w.timeout, e.jobTimeout) // a worker's own, negative for none, wins
 	handlerCtx, cancelTimeout := ctx, context.CancelFunc(func() {})
 	if timeout > 0 {
@@ -135,26 +138,100 @@ func (e *executor) execute(cj *claimedJob) {
 	case errors.As(err, &snoozeErr):
 		record(result{row: row, op: opSnooze, delay: snoozeErr.after})
 	default:
-		var traceArg *string
-		if trace != "" {
-			traceArg = &trace
-		}
-		msg := err.Error()
-		delay := e.retry.NextRetry(row.Attempt, err)
-		record(result{row: row, op: opFail, err: &msg, trace: traceArg, delay: delay})
+		record(e.failure(ctx, row, w, err, trace))
 	}
 }
 
-// runHandler runs the handler, turning a panic into an error and a stack.
-func runHandler(ctx context.Context, cj *claimedJob, grant lockGrant) (trace string, err error) {
-	if cj.decodeErr != nil {
-		return "", cj.decodeErr
+// failure is the result of a failed attempt: the worker's retry policy
+// (or the client's) sets the delay, unless the error handler decides.
+func (e *executor) failure(ctx context.Context, row *JobRow, w *registeredWorker, err error, trace string) result {
+	r := result{row: row, op: opFail}
+	msg := err.Error()
+	r.err = &msg
+	if trace != "" {
+		r.trace = &trace
 	}
+	var decision *ErrorDecision
+	if e.errorHandler != nil {
+		decision = e.handleError(ctx, row, err)
+	}
+	switch {
+	case decision != nil && decision.Discard:
+		r.op = opDiscard
+	case decision != nil && decision.RetryDelay != 0:
+		r.delay = max(decision.RetryDelay, 0)
+	case w.retry != nil:
+		r.delay = w.retry.NextRetry(row.Attempt, err)
+	default:
+		r.delay = e.retry.NextRetry(row.Attempt, err)
+	}
+	return r
+}
+
+// handleError asks the error handler about a failed attempt. A panic in
+// the handler itself is logged and changes nothing.
+func (e *executor) handleError(ctx context.Context, row *JobRow, err error) (d *ErrorDecision) {
 	defer func() {
 		if r := recover(); r != nil {
-			err = fmt.Errorf("panic: %v", r)
-			trace = string(debug.Stack())
+			e.log.Error("pgqueue: error handler panicked", "job", row.ID, "kind", row.Kind, "panic", r)
+			d = nil
 		}
 	}()
-	return "", cj.w.work(ctx, cj.job, grant)
+	if pe, ok := errors.AsType[*PanicError](err); ok {
+		return e.errorHandler.HandlePanic(ctx, row, pe.Value, pe.Stack)
+	}
+	return e.errorHandler.HandleError(ctx, row, err)
+}
+
+// unknownKind is the result of a job whose kind has no worker here: back
+// to wait for one, its attempt given back, or discarded once this is its
+// UnknownKindMaxTries-th such try. The tries are counted in the claimed
+// row's errors, so every client and restart counts the same ones.
+func (e *executor) unknownKind(row *JobRow) result {
+	tries := 1
+	for _, ae := range row.Errors {
+		if ae.UnknownKind {
+			tries++
+		}
+	}
+	var err error
+	r := result{row: row, op: opUnknownKind, delay: e.unknownKindDelay}
+	if e.unknownKindMaxTries > 0 && tries >= e.unknownKindMaxTries {
+		r.op = opDiscard
+		err = fmt.Errorf("%w %q after %d tries; discarded", ErrUnknownKind, row.Kind, tries)
+	} else {
+		err = fmt.Errorf("%w %q (try %d); waiting %s for a worker that knows it", ErrUnknownKind, row.Kind, tries, e.unknownKindDelay)
+	}
+	e.log.Warn("pgqueue: job kind has no worker", "job", row.ID, "kind", row.Kind, "err", err)
+	note := err.Error()
+	r.err = &note
+	return r
+}
+
+// runHandler runs the work middleware and the handler. A panic in either
+// becomes a *PanicError, whose stack is returned as trace.
+func runHandler(ctx context.Context, cj *claimedJob, grant lockGrant) (trace string, err error) {
+	defer func() {
+		if r := recover(); r != nil { // in a middleware
+			err = newPanicError(r)
+		}
+		if pe, ok := errors.AsType[*PanicError](err); ok {
+			trace = pe.Stack
+		}
+	}()
+	handler := func(ctx context.Context) (err error) {
+		if cj.decodeErr != nil {
+			return cj.decodeErr
+		}
+		defer func() {
+			if r := recover(); r != nil {
+				err = newPanicError(r)
+			}
+		}()
+		return cj.w.work(ctx, cj.job, grant)
+	}
+	if len(cj.middleware) == 0 && len(cj.w.middleware) == 0 {
+		return "", handler(ctx)
+	}
+	return "", runWork(ctx, cj.row, handler, cj.middleware, cj.w.middleware)
 }

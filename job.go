@@ -70,6 +70,10 @@ type AttemptError struct {
 	Error string `json:"error"`
 	// Trace is the stack of a panic, empty otherwise.
 	Trace string `json:"trace,omitempty"`
+	// UnknownKind marks an entry recorded because the client that claimed
+	// the job had no worker for its kind: these entries count the tries
+	// toward Config.UnknownKindMaxTries.
+	UnknownKind bool `json:"unknown_kind,omitempty"`
 }
 
 // JobRow is a job as stored, with its args still encoded.

@@ -3,6 +3,7 @@ package pgqueue
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 )
@@ -32,6 +33,14 @@ type WorkerOpts struct {
 	// SingletonMode is how jobs of this kind that have a SingletonKey hold
 	// their lock. Default SingletonXact.
 	SingletonMode SingletonMode
+	// RetryPolicy computes the delay before a failed job of this kind is
+	// attempted again, instead of Config.RetryPolicy. Default: the
+	// client's. (A job rescued after its lease expired gets the rescuing
+	// leader's Config.RetryPolicy: the leader need not know the kind.)
+	RetryPolicy RetryPolicy
+	// Middleware wraps this kind's handler, inside Config.WorkMiddleware,
+	// the first outermost (see WorkMiddleware). Default none.
+	Middleware []WorkMiddleware
 }
 
 // Workers holds the handlers of a client, by job kind. Register with
@@ -43,8 +52,10 @@ type Workers struct {
 
 // registeredWorker is a handler with its type erased.
 type registeredWorker struct {
-	timeout time.Duration
-	mode    SingletonMode
+	timeout    time.Duration
+	mode       SingletonMode
+	retry      RetryPolicy // nil: the client's
+	middleware []WorkMiddleware
 	// decode turns a claimed row into the *Job[T] that work takes. The
 	// producer decodes, not the executor: decoding JSON grows a goroutine's
 	// stack, and a thousand executors, their stacks shrunk again at every
@@ -76,8 +87,10 @@ func AddWorker[T JobArgs](ws *Workers, w Worker[T], opts *WorkerOpts) error {
 		return fmt.Errorf("%w: %q", ErrDuplicateWorker, kind)
 	}
 	ws.byKind[kind] = &registeredWorker{
-		timeout: opts.Timeout,
-		mode:    opts.SingletonMode,
+		timeout:    opts.Timeout,
+		mode:       opts.SingletonMode,
+		retry:      opts.RetryPolicy,
+		middleware: slices.Clone(opts.Middleware),
 		decode: func(row *JobRow) (any, error) {
 			job, err := decodeArgs[T](row)
 			if err != nil {

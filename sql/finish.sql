@@ -2,6 +2,7 @@
 -- position of the arrays is one job:
 --   $1 id, $2 fence        the claim the result belongs to
 --   $3 op                  complete | fail | cancel | snooze | release
+--                          | discard | unknown_kind
 --   $4 error, $5 trace     kept in errors when error is not null
 --   $6 delay               microseconds before the next run (fail, snooze)
 -- Only rows still running under the given fence change; the ids returned
@@ -9,7 +10,10 @@
 -- fail discards the job once its attempts are used up; snooze and release
 -- give the attempt back. A job JobCancel asked to cancel
 -- (cancel_requested_at) ends cancelled whatever the op, except complete:
--- work that was done stays completed.
+-- work that was done stays completed. discard ends the job discarded
+-- whatever attempts it has left (an ErrorHandler's decision, or an unknown
+-- kind's last try); unknown_kind is a snooze whose entry in errors is
+-- marked, so the tries of a kind no worker knows are counted in the row.
 WITH r AS (
     SELECT *
     FROM unnest($1::bigint[], $2::bigint[], $3::text[], $4::text[], $5::text[], $6::bigint[])
@@ -19,19 +23,20 @@ UPDATE {{schema}}.jobs j
 SET state = CASE
         WHEN r.op = 'complete' THEN 'completed'
         WHEN r.op = 'cancel' OR j.cancel_requested_at IS NOT NULL THEN 'cancelled'
-        WHEN r.op = 'fail' AND j.attempt >= j.max_attempts THEN 'discarded'
+        WHEN r.op = 'discard' OR (r.op = 'fail' AND j.attempt >= j.max_attempts) THEN 'discarded'
         WHEN r.op = 'release' OR r.delay <= 0 THEN 'available'
         ELSE 'scheduled' END,
-    attempt = CASE WHEN r.op IN ('snooze', 'release') AND j.cancel_requested_at IS NULL THEN j.attempt - 1
+    attempt = CASE WHEN r.op IN ('snooze', 'release', 'unknown_kind') AND j.cancel_requested_at IS NULL THEN j.attempt - 1
                    ELSE j.attempt END,
     errors = CASE WHEN r.error IS NULL THEN j.errors
                   ELSE j.errors || jsonb_strip_nulls(jsonb_build_object(
-                      'attempt', j.attempt, 'at', now(), 'error', r.error, 'trace', r.trace)) END,
+                      'attempt', j.attempt, 'at', now(), 'error', r.error, 'trace', r.trace,
+                      'unknown_kind', CASE WHEN r.op = 'unknown_kind' THEN true END)) END,
     run_at = CASE WHEN j.cancel_requested_at IS NOT NULL AND r.op <> 'complete' THEN j.run_at
-                  WHEN r.op = 'snooze' OR (r.op = 'fail' AND j.attempt < j.max_attempts)
+                  WHEN r.op IN ('snooze', 'unknown_kind') OR (r.op = 'fail' AND j.attempt < j.max_attempts)
                   THEN now() + greatest(r.delay, 0) * interval '1 microsecond'
                   ELSE j.run_at END,
-    finalized_at = CASE WHEN r.op IN ('complete', 'cancel') OR j.cancel_requested_at IS NOT NULL
+    finalized_at = CASE WHEN r.op IN ('complete', 'cancel', 'discard') OR j.cancel_requested_at IS NOT NULL
                              OR (r.op = 'fail' AND j.attempt >= j.max_attempts)
                         THEN now() END,
     lease_until = NULL

@@ -1,0 +1,220 @@
+package pgqueue
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"time"
+)
+
+// InsertParams is one job about to be inserted, as insert middleware sees
+// it: the options resolved (the args type's defaults under the caller's
+// InsertOpts) and the args encoded. A middleware may change any field;
+// the job is validated, as Enqueue validates it, after the last
+// middleware called next. Meta and Tags are copies: changing them leaves
+// the caller's InsertOpts alone.
+type InsertParams struct {
+	// Args are the args as the caller gave them, for reading: the job
+	// stores EncodedArgs.
+	Args JobArgs
+	// Kind is Args.Kind().
+	Kind string
+	// EncodedArgs are the args as JSON, as they will be stored.
+	EncodedArgs []byte
+	// Queue is the job's queue; never empty.
+	Queue string
+	// Priority orders jobs within a queue: lower runs first.
+	Priority int16
+	// RunAt is when the job is due; zero for now.
+	RunAt time.Time
+	// MaxAttempts is how many attempts the job gets; 0 means
+	// DefaultMaxAttempts.
+	MaxAttempts int
+	// Tags are free labels kept with the job.
+	Tags []string
+	// Meta is free data kept with the job as JSON; nil for none. Set keys
+	// here to carry data from the inserting process to the worker (a
+	// trace context, a request id): the handler reads them in Job.Meta.
+	Meta map[string]any
+	// SingletonKey is the job's singleton key, empty for none.
+	SingletonKey string
+	// Unique makes the job unique, nil for none.
+	Unique *UniqueOpts
+}
+
+// InsertResult is what an insert did, as insert middleware sees it.
+type InsertResult struct {
+	// Rows holds, for Enqueue and EnqueueTx (and each periodic run), the
+	// one job inserted, or the existing job a unique job duplicates.
+	// EnqueueMany does not read its jobs back: nil.
+	Rows []*JobRow
+	// Inserted counts the jobs inserted.
+	Inserted int64
+	// Duplicates are the positions in the jobs, ascending, of the unique
+	// jobs not inserted because an equal job existed.
+	Duplicates []int
+}
+
+// InsertMiddleware wraps every insert of a client: Enqueue, EnqueueTx,
+// EnqueueMany, EnqueueManyTx (whichever way they write: one statement,
+// COPY, unique) and the periodic runs the maintenance leader enqueues.
+//
+// Insert sees the jobs about to be inserted, may change them, and calls
+// next to run the rest of the chain and the insert itself, with the
+// context the inner middleware and the insert get. It returns next's
+// error, or one of its own to fail the insert; the caller gets that
+// error, or when Insert returns nil the result next returned. Insert must
+// call next at most once; returning nil without calling it fails the
+// insert with ErrNotInserted.
+//
+// Inside a transaction (EnqueueTx, EnqueueManyTx, periodic runs) next's
+// success means written, not committed.
+type InsertMiddleware interface {
+	Insert(ctx context.Context, jobs []*InsertParams, next func(ctx context.Context) (*InsertResult, error)) error
+}
+
+// InsertMiddlewareFunc adapts a function to InsertMiddleware.
+type InsertMiddlewareFunc func(ctx context.Context, jobs []*InsertParams, next func(ctx context.Context) (*InsertResult, error)) error
+
+// Insert calls f.
+func (f InsertMiddlewareFunc) Insert(ctx context.Context, jobs []*InsertParams, next func(ctx context.Context) (*InsertResult, error)) error {
+	return f(ctx, jobs, next)
+}
+
+// WorkMiddleware wraps the work of each attempt of a job.
+//
+// Work gets the job and its context and calls next to run the rest of the
+// chain and the handler with the context it passes (add values to it for
+// the handler to read). What Work returns is the attempt's outcome, read
+// as a handler's would be: nil completes the job, JobSnooze and JobCancel
+// do what they do, any other error fails the attempt. A panic in a
+// handler reaches the middleware as a *PanicError returned by next; a
+// panic in a middleware fails the attempt the same way.
+//
+// Config.WorkMiddleware wraps WorkerOpts.Middleware, which wraps the
+// handler; within each list the first is the outermost. Middleware does
+// not run for a job the client hands back unrun (an unknown kind, a
+// singleton key held by another job, a claim that waited too long).
+type WorkMiddleware interface {
+	Work(ctx context.Context, job *JobRow, next func(ctx context.Context) error) error
+}
+
+// WorkMiddlewareFunc adapts a function to WorkMiddleware.
+type WorkMiddlewareFunc func(ctx context.Context, job *JobRow, next func(ctx context.Context) error) error
+
+// Work calls f.
+func (f WorkMiddlewareFunc) Work(ctx context.Context, job *JobRow, next func(ctx context.Context) error) error {
+	return f(ctx, job, next)
+}
+
+// Outcome is how an attempt ended, as a work middleware tells from the
+// error next returned and the job's context.
+type Outcome string
+
+// The outcomes OutcomeOf tells apart.
+const (
+	// OutcomeCompleted: the attempt returned nil; the job completes.
+	OutcomeCompleted Outcome = "completed"
+	// OutcomeFailed: the attempt returned an error or panicked; the job is
+	// retried, or discarded once its attempts are used up (or as
+	// Config.ErrorHandler decides).
+	OutcomeFailed Outcome = "failed"
+	// OutcomeSnoozed: the attempt returned JobSnooze; the job runs again
+	// later, its attempt given back.
+	OutcomeSnoozed Outcome = "snoozed"
+	// OutcomeCancelled: the attempt returned JobCancel, or its context was
+	// cancelled by JobCancel (ErrJobCancelled); the job ends cancelled.
+	OutcomeCancelled Outcome = "cancelled"
+	// OutcomeStopped: the attempt ended because the client stopped
+	// (ErrStopping); the job is handed back, its attempt given back.
+	OutcomeStopped Outcome = "stopped"
+	// OutcomeLost: the attempt ended because its claim was lost
+	// (ErrJobLeaseLost); nothing is recorded, the job was taken over.
+	OutcomeLost Outcome = "lost"
+)
+
+// OutcomeOf returns how an attempt whose work returned err ended; ctx is
+// the job's context as the middleware got it, whose cause tells a
+// cancellation from outside the handler (stop, lost lease, JobCancel) from
+// a failure.
+func OutcomeOf(ctx context.Context, err error) Outcome {
+	if err == nil {
+		return OutcomeCompleted
+	}
+	var (
+		cancelErr *jobCancelError
+		snoozeErr *jobSnoozeError
+	)
+	switch cause := context.Cause(ctx); {
+	case errors.As(err, &cancelErr), errors.Is(err, ErrJobCancelled), errors.Is(cause, ErrJobCancelled):
+		return OutcomeCancelled
+	case errors.As(err, &snoozeErr):
+		return OutcomeSnoozed
+	case errors.Is(cause, ErrStopping):
+		return OutcomeStopped
+	case errors.Is(cause, ErrJobLeaseLost):
+		return OutcomeLost
+	}
+	return OutcomeFailed
+}
+
+// runInsertMiddleware runs the client's insert middleware around insert,
+// and returns insert's result unless a middleware failed the insert.
+func (c *Client) runInsertMiddleware(ctx context.Context, jobs []*InsertParams, insert func(ctx context.Context) (*InsertResult, error)) (*InsertResult, error) {
+	var (
+		res    *InsertResult
+		resErr error
+		called bool
+	)
+	next := func(ctx context.Context) (*InsertResult, error) {
+		if called {
+			return nil, fmt.Errorf("%w: insert middleware called next twice", ErrInvalidOption)
+		}
+		called = true
+		res, resErr = insert(ctx)
+		return res, resErr
+	}
+	mws := c.config.InsertMiddleware
+	for i := len(mws) - 1; i >= 0; i-- {
+		m, inner := mws[i], next
+		next = func(ctx context.Context) (*InsertResult, error) {
+			if err := m.Insert(ctx, jobs, inner); err != nil {
+				return nil, err
+			}
+			if !called {
+				return nil, ErrNotInserted
+			}
+			return res, resErr
+		}
+	}
+	if _, err := next(ctx); err != nil {
+		return nil, err
+	}
+	if resErr != nil { // a middleware ignored the insert's error
+		return nil, resErr
+	}
+	return res, nil
+}
+
+// paramsForMiddleware copies the fields of p that middleware may change
+// in place and that the caller's InsertOpts may share.
+func paramsForMiddleware(p *InsertParams) {
+	p.Tags = slices.Clone(p.Tags)
+	p.Meta = maps.Clone(p.Meta)
+}
+
+// runWork runs handler, wrapped in the client's and then the worker's
+// work middleware, for row.
+func runWork(ctx context.Context, row *JobRow, handler func(ctx context.Context) error, layers ...[]WorkMiddleware) error {
+	h := handler
+	for l := len(layers) - 1; l >= 0; l-- {
+		mws := layers[l]
+		for i := len(mws) - 1; i >= 0; i-- {
+			m, next := mws[i], h
+			h = func(ctx context.Context) error { return m.Work(ctx, row, next) }
+		}
+	}
+	return h(ctx)
+}
