@@ -35,6 +35,9 @@ type queries struct {
 	// work
 	claim, poll, heartbeat, complete, completeMany, finish, jobOutcomes string
 	setIdleTimeout, checkFence                                          string
+	// reading jobs; jobListBy holds job_list.sql expanded per ordering
+	jobGet, jobList string
+	jobListBy       map[jobListKey]string
 	// control
 	jobCancel, jobCancelFinal, jobOutput, jobProgress string
 	jobRetry, jobRetryMany, jobDelete, jobDeleteMany  string
@@ -65,11 +68,13 @@ func loadQueries(schema string) (*queries, error) {
 		"periodic_advance": &q.periodicAdvance, "periodic_started": &q.periodicStarted,
 		"create_schema_lock": &q.createSchemaLock, "create_schema": &q.createSchema,
 		"migrate_lock": &q.migrateLock, "migrate_unlock": &q.migrateUnlock,
+		"job_get": &q.jobGet, "job_list": &q.jobList,
 		"job_retry": &q.jobRetry, "job_retry_many": &q.jobRetryMany, "job_delete": &q.jobDelete, "job_delete_many": &q.jobDeleteMany,
 		"queue_pause": &q.queuePause, "queue_resume": &q.queueResume, "queue_list": &q.queueList,
 	})
 	if err != nil {
 		return nil, err
 	}
+	q.jobListBy = expandJobList(q.jobList)
 	return q, nil
 }
