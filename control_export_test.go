@@ -1,0 +1,18 @@
+package pgqueue
+
+import (
+	"context"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// ClaimTx runs the claim statement inside tx, as a producer's claim does in
+// its own transaction: the claimed rows stay locked, and their new state
+// unseen by others, until tx ends.
+func ClaimTx(ctx context.Context, c *Client, tx pgx.Tx, queue string, limit int) ([]*JobRow, error) {
+	rows, err := tx.Query(ctx, c.q.claim, queue, limit, c.config.JobLease.Microseconds(), c.config.ID)
+	if err != nil {
+		return nil, err
+	}
+	return collectJobRows(rows)
+}
