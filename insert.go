@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 	"time"
@@ -82,68 +83,165 @@ type encodedJob struct {
 	unique      *uniqueKey // nil unless InsertOpts.Unique
 }
 
-func (c *Client) encode(args JobArgs, opts *InsertOpts) (*encodedJob, error) {
-	return c.encodeWith(args, opts, "")
+// JobArgsWithInsertOpts is implemented by args types that declare the
+// default insert options of their kind. Every insert of such args (Enqueue,
+// EnqueueMany and their Tx twins, periodic runs) starts from these
+// defaults, and the caller's InsertOpts override them field by field:
+// each non-zero field of the caller's (a non-empty Queue or SingletonKey,
+// a non-zero Priority, RunAt or MaxAttempts, non-nil Tags or Unique)
+// wins. Meta is merged key by key, the caller's keys winning. So a
+// caller cannot set a field back to zero (Priority 0 under a default of
+// 2): give such a kind no default for that field.
+type JobArgsWithInsertOpts interface {
+	JobArgs
+	// InsertOpts returns the kind's defaults; called on each insert.
+	InsertOpts() InsertOpts
 }
 
-// encodeWith is encode, trusting that validQueue, if not empty, is a valid
-// queue name: a batch passes the queue of the job before, so a run of jobs
-// for one queue checks its name once.
-func (c *Client) encodeWith(args JobArgs, opts *InsertOpts, validQueue string) (*encodedJob, error) {
+// resolveOpts returns opts over the defaults args declares, if any: opts
+// itself when there are none.
+func resolveOpts(args JobArgs, opts *InsertOpts) *InsertOpts {
+	d, ok := args.(JobArgsWithInsertOpts)
+	if !ok {
+		return opts
+	}
+	o := d.InsertOpts()
+	if opts == nil {
+		return &o
+	}
+	o.Queue = cmp.Or(opts.Queue, o.Queue)
+	o.Priority = cmp.Or(opts.Priority, o.Priority)
+	if !opts.RunAt.IsZero() {
+		o.RunAt = opts.RunAt
+	}
+	o.MaxAttempts = cmp.Or(opts.MaxAttempts, o.MaxAttempts)
+	if opts.Tags != nil {
+		o.Tags = opts.Tags
+	}
+	if len(o.Meta) == 0 {
+		o.Meta = opts.Meta
+	} else if len(opts.Meta) > 0 {
+		meta := maps.Clone(o.Meta)
+		maps.Copy(meta, opts.Meta)
+		o.Meta = meta
+	}
+	o.SingletonKey = cmp.Or(opts.SingletonKey, o.SingletonKey)
+	if opts.Unique != nil {
+		o.Unique = opts.Unique
+	}
+	return &o
+}
+
+// resolveAll returns params with every job's options resolved
+// (resolveOpts): params itself when no args type declares defaults.
+func resolveAll(params []EnqueueParams) []EnqueueParams {
+	i := slices.IndexFunc(params, func(p EnqueueParams) bool {
+		_, ok := p.Args.(JobArgsWithInsertOpts)
+		return ok
+	})
+	if i < 0 {
+		return params
+	}
+	out := slices.Clone(params)
+	for ; i < len(out); i++ {
+		out[i].Opts = resolveOpts(out[i].Args, out[i].Opts)
+	}
+	return out
+}
+
+// newInsertParams fills p with one job: args encoded, opts (resolved
+// already) applied.
+func (c *Client) newInsertParams(args JobArgs, opts *InsertOpts, p *InsertParams) error {
 	if args == nil {
-		return nil, fmt.Errorf("%w: nil args", ErrInvalidArgs)
+		return fmt.Errorf("%w: nil args", ErrInvalidArgs)
 	}
 	kind := args.Kind()
 	if err := validateKind(kind); err != nil {
-		return nil, err
+		return err
 	}
 	if opts == nil {
 		opts = &InsertOpts{}
 	}
-	queue := cmp.Or(opts.Queue, DefaultQueue)
+	encoded, err := json.Marshal(args)
+	if err != nil {
+		return fmt.Errorf("%w: enqueue %s: %w", ErrInvalidArgs, kind, err)
+	}
+	*p = InsertParams{
+		Args: args, Kind: kind, EncodedArgs: encoded,
+		Queue: cmp.Or(opts.Queue, DefaultQueue), Priority: opts.Priority, RunAt: opts.RunAt, MaxAttempts: opts.MaxAttempts,
+		Tags: opts.Tags, Meta: opts.Meta, SingletonKey: opts.SingletonKey, Unique: opts.Unique,
+	}
+	return nil
+}
+
+// encode validates and encodes one job, its args type's defaults under
+// opts.
+func (c *Client) encode(args JobArgs, opts *InsertOpts) (*encodedJob, error) {
+	return c.encodeResolved(args, resolveOpts(args, opts), "")
+}
+
+// encodeResolved is encode for opts resolved already, trusting that
+// validQueue, if not empty, is a valid queue name: a batch passes the
+// queue of the job before, so a run of jobs for one queue checks its name
+// once.
+func (c *Client) encodeResolved(args JobArgs, opts *InsertOpts, validQueue string) (*encodedJob, error) {
+	var p InsertParams
+	if err := c.newInsertParams(args, opts, &p); err != nil {
+		return nil, err
+	}
+	return c.encodeParams(&p, validQueue)
+}
+
+// encodeParams validates a job, as every insert does once its middleware
+// ran, and makes it ready to be written. See encodeResolved for
+// validQueue.
+func (c *Client) encodeParams(p *InsertParams, validQueue string) (*encodedJob, error) {
+	kind := p.Kind
+	if err := validateKind(kind); err != nil {
+		return nil, err
+	}
+	queue := cmp.Or(p.Queue, DefaultQueue)
 	if queue != validQueue {
 		if err := validateQueue(queue); err != nil {
 			return nil, fmt.Errorf("enqueue %s: %w", kind, err)
 		}
 	}
-	if opts.MaxAttempts < 0 || opts.MaxAttempts > math.MaxInt32 {
-		return nil, fmt.Errorf("%w: enqueue %s: MaxAttempts %d out of range", ErrInvalidOption, kind, opts.MaxAttempts)
+	if p.MaxAttempts < 0 || p.MaxAttempts > math.MaxInt32 {
+		return nil, fmt.Errorf("%w: enqueue %s: MaxAttempts %d out of range", ErrInvalidOption, kind, p.MaxAttempts)
 	}
-	encoded, err := json.Marshal(args)
-	if err != nil {
-		return nil, fmt.Errorf("%w: enqueue %s: %w", ErrInvalidArgs, kind, err)
-	}
-	if len(encoded) > c.config.MaxArgsSize {
-		return nil, fmt.Errorf("%w: enqueue %s: %d bytes, limit %d", ErrArgsTooLarge, kind, len(encoded), c.config.MaxArgsSize)
+	if len(p.EncodedArgs) > c.config.MaxArgsSize {
+		return nil, fmt.Errorf("%w: enqueue %s: %d bytes, limit %d", ErrArgsTooLarge, kind, len(p.EncodedArgs), c.config.MaxArgsSize)
 	}
 	meta := []byte("{}")
-	if opts.Meta != nil {
-		if meta, err = json.Marshal(opts.Meta); err != nil {
+	if p.Meta != nil {
+		var err error
+		if meta, err = json.Marshal(p.Meta); err != nil {
 			return nil, fmt.Errorf("%w: enqueue %s: meta: %w", ErrInvalidArgs, kind, err)
 		}
 	}
 	job := &encodedJob{
 		queue:       queue,
 		kind:        kind,
-		args:        encoded,
-		priority:    opts.Priority,
-		maxAttempts: cmp.Or(opts.MaxAttempts, DefaultMaxAttempts),
-		tags:        opts.Tags,
+		args:        p.EncodedArgs,
+		priority:    p.Priority,
+		maxAttempts: cmp.Or(p.MaxAttempts, DefaultMaxAttempts),
+		tags:        p.Tags,
 		meta:        meta,
 	}
 	if job.tags == nil {
 		job.tags = []string{}
 	}
-	if opts.SingletonKey != "" {
-		key := opts.SingletonKey
+	if p.SingletonKey != "" {
+		key := p.SingletonKey
 		job.singleton = &key
 	}
-	if !opts.RunAt.IsZero() {
-		runAt := opts.RunAt
+	if !p.RunAt.IsZero() {
+		runAt := p.RunAt
 		job.runAt = &runAt
 	}
-	if opts.Unique != nil {
-		if job.unique, err = newUniqueKey(opts.Unique, kind, queue, encoded); err != nil {
+	if p.Unique != nil {
+		var err error
+		if job.unique, err = newUniqueKey(p.Unique, kind, queue, p.EncodedArgs); err != nil {
 			return nil, err
 		}
 	}
@@ -176,10 +274,43 @@ func (c *Client) insert(ctx context.Context, db queryer, args JobArgs, opts *Ins
 	if err := ctxError(ctx, "enqueue"); err != nil {
 		return nil, err
 	}
-	job, err := c.encode(args, opts)
+	if len(c.config.InsertMiddleware) == 0 {
+		job, err := c.encode(args, opts)
+		if err != nil {
+			return nil, err
+		}
+		return c.insertJob(ctx, db, job)
+	}
+	var p InsertParams
+	if err := c.newInsertParams(args, resolveOpts(args, opts), &p); err != nil {
+		return nil, err
+	}
+	paramsForMiddleware(&p)
+	res, err := c.runInsertMiddleware(ctx, []*InsertParams{&p}, func(ctx context.Context) (*InsertResult, error) {
+		job, err := c.encodeParams(&p, "")
+		if err != nil {
+			return nil, err
+		}
+		r, err := c.insertJob(ctx, db, job)
+		if err != nil {
+			return nil, err
+		}
+		out := &InsertResult{Rows: []*JobRow{r.JobRow}}
+		if r.Duplicate {
+			out.Duplicates = []int{0}
+		} else {
+			out.Inserted = 1
+		}
+		return out, nil
+	})
 	if err != nil {
 		return nil, err
 	}
+	return &EnqueueResult{JobRow: res.Rows[0], Duplicate: len(res.Duplicates) > 0}, nil
+}
+
+// insertJob writes one validated job.
+func (c *Client) insertJob(ctx context.Context, db queryer, job *encodedJob) (*EnqueueResult, error) {
 	if job.unique != nil {
 		return c.insertUnique(ctx, db, job)
 	}
@@ -220,14 +351,14 @@ func (c *Client) EnqueueMany(ctx context.Context, params []EnqueueParams) (*Enqu
 		return nil, dbError("enqueue many: begin", err)
 	}
 	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
-	res, err := c.EnqueueManyTx(ctx, tx, params)
+	res, queues, err := c.enqueueMany(ctx, tx, params)
 	if err != nil {
 		return nil, err
 	}
 	if err := tx.Commit(ctx); err != nil {
 		return nil, dbError("enqueue many: commit", err)
 	}
-	for queue := range queuesOf(params) {
+	for queue := range queues {
 		c.wake(queue)
 	}
 	return res, nil
@@ -240,36 +371,111 @@ const copyThreshold = 64
 // EnqueueManyTx inserts jobs inside tx: they exist only if tx commits.
 // See EnqueueMany.
 func (c *Client) EnqueueManyTx(ctx context.Context, tx pgx.Tx, params []EnqueueParams) (*EnqueueManyResult, error) {
+	res, _, err := c.enqueueMany(ctx, tx, params)
+	return res, err
+}
+
+// enqueueMany is EnqueueManyTx; it also returns the queues it wrote jobs
+// due now to, for EnqueueMany to wake once committed.
+func (c *Client) enqueueMany(ctx context.Context, tx pgx.Tx, params []EnqueueParams) (*EnqueueManyResult, map[string]bool, error) {
 	if err := ctxError(ctx, "enqueue many"); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
+	if len(params) == 0 {
+		return &EnqueueManyResult{}, nil, nil
+	}
+	if len(c.config.InsertMiddleware) > 0 {
+		return c.enqueueManyMiddleware(ctx, tx, params)
+	}
+	params = resolveAll(params)
 	unique := slices.ContainsFunc(params, func(p EnqueueParams) bool { return p.Opts != nil && p.Opts.Unique != nil })
-	switch {
-	case len(params) == 0:
-		return &EnqueueManyResult{}, nil
-	case len(params) >= copyThreshold && !unique:
-		n, err := c.copyMany(ctx, tx, params)
+	if len(params) >= copyThreshold && !unique {
+		n, due, err := c.copyMany(ctx, tx, copySource{
+			n:     len(params),
+			later: func(i int) bool { return params[i].Opts != nil && !params[i].Opts.RunAt.IsZero() },
+			encode: func(i int, validQueue string) (*encodedJob, error) {
+				return c.encodeResolved(params[i].Args, params[i].Opts, validQueue)
+			},
+		})
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
-		return &EnqueueManyResult{Inserted: n}, nil
+		return &EnqueueManyResult{Inserted: n}, due, nil
 	}
 	jobs := make([]*encodedJob, len(params))
 	for i, p := range params {
-		job, err := c.encode(p.Args, p.Opts)
+		job, err := c.encodeResolved(p.Args, p.Opts, "")
 		if err != nil {
-			return nil, fmt.Errorf("job %d: %w", i, err)
+			return nil, nil, fmt.Errorf("job %d: %w", i, err)
 		}
 		jobs[i] = job
 	}
+	return c.writeMany(ctx, tx, jobs)
+}
+
+// enqueueManyMiddleware is enqueueMany through the insert middleware: the
+// jobs are encoded first, for the middleware to see, then written as
+// enqueueMany would.
+func (c *Client) enqueueManyMiddleware(ctx context.Context, tx pgx.Tx, params []EnqueueParams) (*EnqueueManyResult, map[string]bool, error) {
+	store := make([]InsertParams, len(params))
+	ps := make([]*InsertParams, len(params))
+	for i, p := range params {
+		if err := c.newInsertParams(p.Args, resolveOpts(p.Args, p.Opts), &store[i]); err != nil {
+			return nil, nil, fmt.Errorf("job %d: %w", i, err)
+		}
+		paramsForMiddleware(&store[i])
+		ps[i] = &store[i]
+	}
+	var queues map[string]bool
+	res, err := c.runInsertMiddleware(ctx, ps, func(ctx context.Context) (*InsertResult, error) {
+		var r *EnqueueManyResult
+		var err error
+		if len(ps) >= copyThreshold && !slices.ContainsFunc(ps, func(p *InsertParams) bool { return p.Unique != nil }) {
+			var n int64
+			n, queues, err = c.copyMany(ctx, tx, copySource{
+				n:      len(ps),
+				later:  func(i int) bool { return !ps[i].RunAt.IsZero() },
+				encode: func(i int, validQueue string) (*encodedJob, error) { return c.encodeParams(ps[i], validQueue) },
+			})
+			r = &EnqueueManyResult{Inserted: n}
+		} else {
+			jobs := make([]*encodedJob, len(ps))
+			for i, p := range ps {
+				if jobs[i], err = c.encodeParams(p, ""); err != nil {
+					return nil, fmt.Errorf("job %d: %w", i, err)
+				}
+			}
+			r, queues, err = c.writeMany(ctx, tx, jobs)
+		}
+		if err != nil {
+			return nil, err
+		}
+		return &InsertResult{Inserted: r.Inserted, Duplicates: r.Duplicates}, nil
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	return &EnqueueManyResult{Inserted: res.Inserted, Duplicates: res.Duplicates}, queues, nil
+}
+
+// writeMany writes a batch of validated jobs in statements (chunks when
+// some are unique) and returns the queues of its jobs.
+func (c *Client) writeMany(ctx context.Context, tx pgx.Tx, jobs []*encodedJob) (*EnqueueManyResult, map[string]bool, error) {
+	queues := map[string]bool{}
+	unique := false
+	for _, j := range jobs {
+		queues[j.queue] = true
+		unique = unique || j.unique != nil
+	}
 	if unique {
-		return c.insertManyUnique(ctx, tx, jobs)
+		res, err := c.insertManyUnique(ctx, tx, jobs)
+		return res, queues, err
 	}
 	n, err := c.insertMany(ctx, tx, jobs)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return &EnqueueManyResult{Inserted: n}, nil
+	return &EnqueueManyResult{Inserted: n}, queues, nil
 }
 
 // insertMany writes a small batch, and its notifications, in one round trip.
@@ -345,16 +551,4 @@ func (c *Client) notifyQueues(ctx context.Context, tx pgx.Tx, due map[string]boo
 		return dbError("enqueue many: notify", err)
 	}
 	return nil
-}
-
-func queuesOf(params []EnqueueParams) map[string]struct{} {
-	out := map[string]struct{}{}
-	for _, p := range params {
-		q := DefaultQueue
-		if p.Opts != nil && p.Opts.Queue != "" {
-			q = p.Opts.Queue
-		}
-		out[q] = struct{}{}
-	}
-	return out
 }

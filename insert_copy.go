@@ -20,37 +20,47 @@ import (
 //
 // Jobs with a RunAt are written as scheduled, and the scheduler makes the
 // due ones available: COPY cannot compare with now(), and the client's
-// clock is never compared with the database's.
-func (c *Client) copyMany(ctx context.Context, tx pgx.Tx, params []EnqueueParams) (int64, error) {
+// clock is never compared with the database's. It returns how many jobs
+// it wrote and the queues of those due now.
+func (c *Client) copyMany(ctx context.Context, tx pgx.Tx, src copySource) (int64, map[string]bool, error) {
 	sp, err := tx.Begin(ctx)
 	if err != nil {
-		return 0, dbError("enqueue many: savepoint", err)
+		return 0, nil, dbError("enqueue many: savepoint", err)
 	}
-	n, due, err := c.copyInSavepoint(ctx, sp, params)
+	n, due, err := c.copyInSavepoint(ctx, sp, src)
 	if err != nil {
 		_ = sp.Rollback(context.WithoutCancel(ctx))
-		return 0, err
+		return 0, nil, err
 	}
 	if err := sp.Commit(ctx); err != nil {
-		return 0, dbError("enqueue many: release savepoint", err)
+		return 0, nil, dbError("enqueue many: release savepoint", err)
 	}
-	return n, c.notifyQueues(ctx, tx, due)
+	return n, due, c.notifyQueues(ctx, tx, due)
 }
 
-func (c *Client) copyInSavepoint(ctx context.Context, sp pgx.Tx, params []EnqueueParams) (int64, map[string]bool, error) {
+// copySource is the jobs of a COPY: n of them, each encoded when the
+// stream reaches it (see encodeResolved for validQueue); later says which
+// are scheduled.
+type copySource struct {
+	n      int
+	later  func(i int) bool
+	encode func(i int, validQueue string) (*encodedJob, error)
+}
+
+func (c *Client) copyInSavepoint(ctx context.Context, sp pgx.Tx, src copySource) (int64, map[string]bool, error) {
 	var scheduled int
-	for _, p := range params {
-		if p.Opts != nil && !p.Opts.RunAt.IsZero() {
+	for i := range src.n {
+		if src.later(i) {
 			scheduled++
 		}
 	}
 	due := map[string]bool{}
 	var total int64
 	for _, later := range []bool{false, true} {
-		if later && scheduled == 0 || !later && scheduled == len(params) {
+		if later && scheduled == 0 || !later && scheduled == src.n {
 			continue
 		}
-		n, err := c.copyStream(ctx, sp, params, later, due)
+		n, err := c.copyStream(ctx, sp, src, later, due)
 		if err != nil {
 			return 0, nil, err
 		}
@@ -62,7 +72,7 @@ func (c *Client) copyInSavepoint(ctx context.Context, sp pgx.Tx, params []Enqueu
 // copyStream runs one COPY of the jobs that are (later) or are not
 // scheduled, fed by an encoder goroutine through a pipe. due collects the
 // queues of the jobs due now.
-func (c *Client) copyStream(ctx context.Context, sp pgx.Tx, params []EnqueueParams, later bool, due map[string]bool) (int64, error) {
+func (c *Client) copyStream(ctx context.Context, sp pgx.Tx, src copySource, later bool, due map[string]bool) (int64, error) {
 	sql := c.q.copyJobs
 	if later {
 		sql = c.q.copyJobsScheduled
@@ -71,7 +81,7 @@ func (c *Client) copyStream(ctx context.Context, sp pgx.Tx, params []EnqueuePara
 	pr, pw := io.Pipe()
 	encodeErr := make(chan error, 1)
 	go func() {
-		err := c.encodeCopy(pw, params, later, due)
+		err := c.encodeCopy(pw, src, later, due)
 		encodeErr <- err
 		pw.CloseWithError(err) // nil: EOF, the end of the stream
 	}()
@@ -103,7 +113,7 @@ const textOID = 25
 // encodeCopy writes the binary COPY stream of the jobs that are (later)
 // or are not scheduled. It validates each job as Enqueue does and stops at
 // the first invalid one with its error.
-func (c *Client) encodeCopy(w io.Writer, params []EnqueueParams, later bool, due map[string]bool) error {
+func (c *Client) encodeCopy(w io.Writer, src copySource, later bool, due map[string]bool) error {
 	bw := bufio.NewWriterSize(w, 64<<10)
 	if _, err := bw.Write(copyHeader); err != nil {
 		return err
@@ -111,11 +121,11 @@ func (c *Client) encodeCopy(w io.Writer, params []EnqueueParams, later bool, due
 	// Most batches have one queue: check each name once, note it once.
 	var validQueue, dueQueue string
 	var buf []byte
-	for i, p := range params {
-		if (p.Opts != nil && !p.Opts.RunAt.IsZero()) != later {
+	for i := range src.n {
+		if src.later(i) != later {
 			continue
 		}
-		job, err := c.encodeWith(p.Args, p.Opts, validQueue)
+		job, err := src.encode(i, validQueue)
 		if err != nil {
 			return fmt.Errorf("job %d: %w", i, err)
 		}
