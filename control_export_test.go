@@ -16,3 +16,21 @@ func ClaimTx(ctx context.Context, c *Client, tx pgx.Tx, queue string, limit int)
 	}
 	return collectJobRows(rows)
 }
+
+// Poll runs the poll statement for queues and returns the queues it says
+// have jobs to claim.
+func Poll(ctx context.Context, c *Client, queues []string) ([]string, error) {
+	rows, err := c.pool.Query(ctx, c.q.poll, queues, maintenanceLease)
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	var q *string
+	_, err = pgx.ForEachRow(rows, []any{&q}, func() error {
+		if q != nil {
+			out = append(out, *q)
+		}
+		return nil
+	})
+	return out, err
+}
