@@ -7,14 +7,17 @@ import (
 	"os"
 	"sync"
 	"time"
+
+	"github.com/pgqueue/pgqueue/locks"
 )
 
 var (
-	// ErrBusy is returned by [Lock.TryLock], [Lock.TryRLock] and
-	// [Marker.TryAcquire] when another holder has the lock or a live marker,
-	// and only then: permission, missing-directory and I/O errors are
-	// returned as themselves.
-	ErrBusy = errors.New("filelock: busy")
+	// ErrBusy is returned by [Lock.TryLock], [Lock.TryRLock],
+	// [Marker.TryAcquire] and [Fenced.TryLock] when another holder has the
+	// lock or a live marker, and only then: permission, missing-directory
+	// and I/O errors are returned as themselves. It is the same value as
+	// locks.ErrBusy.
+	ErrBusy = locks.ErrBusy
 
 	// ErrAlreadyHeld is returned by the locking methods of a [Lock] that
 	// already holds its lock or is acquiring it, and by [Marker.Acquire] and

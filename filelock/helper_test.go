@@ -41,6 +41,8 @@ func TestHelperProcess(t *testing.T) {
 		code = childMarkerRace(args[0], args[1], args[2])
 	case "marker-hold":
 		code = childMarkerHold(args[0], args[1])
+	case "fenced":
+		code = childFenced(args[0], args[1], args[2])
 	default:
 		fmt.Fprintf(os.Stderr, "unknown role %q\n", role)
 		code = 2

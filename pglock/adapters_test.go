@@ -3,10 +3,13 @@ package pglock_test
 import (
 	"context"
 	"errors"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/pgqueue/pgqueue"
+	"github.com/pgqueue/pgqueue/filelock"
 	"github.com/pgqueue/pgqueue/locks"
 	"github.com/pgqueue/pgqueue/locks/lockstest"
 	"github.com/pgqueue/pgqueue/pglock"
@@ -147,4 +150,32 @@ func TestLeaseLockerOptions(t *testing.T) {
 	if _, err := locker.LeaseLocker("x", &pglock.LeaseLockerOpts{TTL: time.Second, RenewInterval: time.Second}); !errors.Is(err, pglock.ErrInvalidOption) {
 		t.Fatalf("RenewInterval = TTL: %v, want ErrInvalidOption", err)
 	}
+}
+
+// TestCheckFenceFileLock fences PostgreSQL writes with a file lock's
+// tokens: after the lock file was deleted under its holder and a new holder
+// took the new file, the old holder's write is refused.
+func TestCheckFenceFileLock(t *testing.T) {
+	t.Parallel()
+	pool := newPool(t)
+	ctx := t.Context()
+	f := filelock.NewFenced(filepath.Join(t.TempDir(), "report.lock"), nil)
+	old, err := f.TryLock(ctx)
+	must(t, err)
+	must(t, os.Remove(old.Name()))
+	newer, err := f.TryLock(ctx)
+	must(t, err)
+	defer newer.Release(ctx)
+	fencedWrite := func(token int64) error {
+		tx := begin(t, pool)
+		if err := pglock.CheckFenceTx(ctx, tx, "", "report", token); err != nil {
+			return err
+		}
+		return tx.Commit(ctx)
+	}
+	must(t, fencedWrite(newer.Fence()))
+	if err := fencedWrite(old.Fence()); !errors.Is(err, pglock.ErrStaleFence) {
+		t.Fatalf("stale file-lock holder's write = %v, want ErrStaleFence", err)
+	}
+	_ = old.Release(ctx)
 }

@@ -91,7 +91,7 @@ func ExampleLocker_LockSession() {
 	fmt.Println("context after Unlock:", context.Cause(lock.Context()))
 	// Output:
 	// another session, while held: busy: true
-	// context after Unlock: pglock: lock released
+	// context after Unlock: lock released
 }
 
 // When the lock's session ends without Unlock (here an administrator ends
@@ -150,9 +150,9 @@ func ExampleLocker_TryLockLease() {
 	fmt.Println("takeover has a higher fence:", second.Fence() > first.Fence())
 	fmt.Println("old holder renews:", first.Renew(ctx))
 	// Output:
-	// while held: lease lock "nightly-report": pglock: lock busy
+	// while held: lease lock "nightly-report": lock busy
 	// takeover has a higher fence: true
-	// old holder renews: renew lease "nightly-report" fence 1: pglock: lock lost
+	// old holder renews: renew lease "nightly-report" fence 1: lock lost
 }
 
 // One leader at a time, and a fenced write from an old term is refused
