@@ -18,7 +18,8 @@ const (
 
 // children are the parts a child process can run.
 var children = map[string]func(ctx context.Context, pool *pgxpool.Pool) error{
-	"unique": uniqueChild,
+	"unique":       uniqueChild,
+	"cancelholder": cancelHolderChild,
 }
 
 // runChild runs the child part named in the environment, if any, and

@@ -1,0 +1,471 @@
+package pgqueue_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/pgqueue/pgqueue"
+)
+
+// blockingWorker registers a note worker whose handler reports that it
+// started, waits for its context to end, and returns what ret makes of the
+// context's cause (nil: the cause itself).
+func blockingWorker(t *testing.T, started chan<- int64, cause chan<- error, ret func(cause error) error) *pgqueue.Workers {
+	t.Helper()
+	ws := pgqueue.NewWorkers()
+	must(t, pgqueue.AddWorkerFunc(ws, func(ctx context.Context, job *pgqueue.Job[noteArgs]) error {
+		started <- job.ID
+		<-ctx.Done()
+		c := context.Cause(ctx)
+		cause <- c
+		if ret != nil {
+			return ret(c)
+		}
+		return c
+	}, &pgqueue.WorkerOpts{Timeout: -1}))
+	return ws
+}
+
+// readCancel reads the columns JobCancel sets.
+func readCancel(t *testing.T, pool *pgxpool.Pool, id int64) (state string, requested, finalized *time.Time) {
+	t.Helper()
+	must(t, pool.QueryRow(context.Background(),
+		"SELECT state, cancel_requested_at, finalized_at FROM pgqueue.jobs WHERE id = $1", id).Scan(&state, &requested, &finalized))
+	return state, requested, finalized
+}
+
+func TestJobCancel(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+
+	t.Run("CancelsScheduledAndAvailableAtOnce", func(t *testing.T) {
+		t.Parallel()
+		pool := newPool(t)
+		c := newClient(t, pool, nil)
+		available, err := c.Enqueue(ctx, noteArgs{}, nil)
+		must(t, err)
+		scheduled, err := c.Enqueue(ctx, noteArgs{}, &pgqueue.InsertOpts{RunAt: time.Now().Add(time.Hour)})
+		must(t, err)
+		for _, id := range []int64{available.ID, scheduled.ID} {
+			job, err := c.JobCancel(ctx, id)
+			must(t, err)
+			if job.State != pgqueue.StateCancelled || job.FinalizedAt.IsZero() || !job.CancelRequestedAt.IsZero() {
+				t.Fatalf("job %d: state %s finalized %v requested %v", id, job.State, job.FinalizedAt, job.CancelRequestedAt)
+			}
+			if state, _, _ := readCancel(t, pool, id); state != "cancelled" {
+				t.Fatalf("job %d stored as %s", id, state)
+			}
+		}
+	})
+
+	t.Run("FinalJobReturnedUnchanged", func(t *testing.T) {
+		t.Parallel()
+		pool := newPool(t)
+		c := newClient(t, pool, nil)
+		row, err := c.Enqueue(ctx, noteArgs{}, nil)
+		must(t, err)
+		claimed, err := pgqueue.Claim(ctx, c, pgqueue.DefaultQueue, 1)
+		must(t, err)
+		if _, err := pgqueue.Complete(ctx, c, claimed); err != nil {
+			t.Fatal(err)
+		}
+		job, err := c.JobCancel(ctx, row.ID)
+		must(t, err)
+		if job.State != pgqueue.StateCompleted || job.Fence != claimed[0].Fence || !job.CancelRequestedAt.IsZero() {
+			t.Fatalf("completed job changed by cancel: %+v", job)
+		}
+	})
+
+	t.Run("NotFound", func(t *testing.T) {
+		t.Parallel()
+		c := newClient(t, newPool(t), nil)
+		if _, err := c.JobCancel(ctx, 12345); !errors.Is(err, pgqueue.ErrJobNotFound) {
+			t.Fatalf("err = %v, want ErrJobNotFound", err)
+		}
+	})
+
+	t.Run("CancelledContext", func(t *testing.T) {
+		t.Parallel()
+		c := newClient(t, newPool(t), nil)
+		cctx, cancel := context.WithCancel(ctx)
+		cancel()
+		if _, err := c.JobCancel(cctx, 1); !errors.Is(err, context.Canceled) {
+			t.Fatalf("err = %v, want context.Canceled", err)
+		}
+	})
+
+	t.Run("TxRolledBackCancelsNothing", func(t *testing.T) {
+		t.Parallel()
+		pool := newPool(t)
+		c := newClient(t, pool, nil)
+		row, err := c.Enqueue(ctx, noteArgs{}, nil)
+		must(t, err)
+		tx, err := pool.Begin(ctx)
+		must(t, err)
+		job, err := c.JobCancelTx(ctx, tx, row.ID)
+		must(t, err)
+		if job.State != pgqueue.StateCancelled {
+			t.Fatalf("state in tx %s", job.State)
+		}
+		must(t, tx.Rollback(ctx))
+		if state, _, _ := readCancel(t, pool, row.ID); state != "available" {
+			t.Fatalf("state after rollback %s", state)
+		}
+		must(t, pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+			_, err := c.JobCancelTx(ctx, tx, row.ID)
+			return err
+		}))
+		if state, _, _ := readCancel(t, pool, row.ID); state != "cancelled" {
+			t.Fatalf("state after commit %s", state)
+		}
+	})
+
+	// A running job's holder hears of the cancel through the control
+	// channel: with a 30 s lease its first heartbeat is 10 s away, so
+	// only the notification can be that quick.
+	t.Run("RunningJobCancelledThroughNotification", func(t *testing.T) {
+		t.Parallel()
+		pool := newPool(t)
+		started, cause := make(chan int64, 1), make(chan error, 1)
+		b := startClient(t, pool, blockingWorker(t, started, cause, nil), &pgqueue.Config{JobLease: 30 * time.Second})
+		row, err := b.client.Enqueue(ctx, noteArgs{}, nil)
+		must(t, err)
+		<-started
+		job, err := b.client.JobCancel(ctx, row.ID)
+		must(t, err)
+		committed := time.Now()
+		if job.State != pgqueue.StateRunning || job.CancelRequestedAt.IsZero() || job.Fence == 0 {
+			t.Fatalf("running job after cancel: state %s requested %v fence %d", job.State, job.CancelRequestedAt, job.Fence)
+		}
+		select {
+		case c := <-cause:
+			if !errors.Is(c, pgqueue.ErrJobCancelled) {
+				t.Fatalf("handler's context cause %v, want ErrJobCancelled", c)
+			}
+			t.Logf("handler cancelled %v after the commit", time.Since(committed))
+		case <-time.After(5 * time.Second):
+			t.Fatal("handler not cancelled within 5 s; the heartbeat fallback would take 10 s")
+		}
+		s := waitState(t, pool, row.ID, "cancelled")
+		if s.attempt != 1 || len(s.errors) != 1 || !strings.Contains(s.errors[0], "job cancelled") || *s.fence != job.Fence {
+			t.Fatalf("attempt %d errors %q fence %d", s.attempt, s.errors, *s.fence)
+		}
+	})
+
+	// Without notifications the heartbeat brings the request.
+	t.Run("PollOnlyClientHearsAtHeartbeat", func(t *testing.T) {
+		t.Parallel()
+		pool := newPool(t)
+		started, cause := make(chan int64, 1), make(chan error, 1)
+		b := startClient(t, pool, blockingWorker(t, started, cause, nil),
+			&pgqueue.Config{PollOnly: true, JobLease: 3 * time.Second, HeartbeatInterval: 500 * time.Millisecond})
+		row, err := b.client.Enqueue(ctx, noteArgs{}, nil)
+		must(t, err)
+		<-started // by polling: no notification reached the client
+		_, err = b.client.JobCancel(ctx, row.ID)
+		must(t, err)
+		select {
+		case c := <-cause:
+			if !errors.Is(c, pgqueue.ErrJobCancelled) {
+				t.Fatalf("cause %v", c)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("handler not cancelled within 20 heartbeats")
+		}
+		waitState(t, pool, row.ID, "cancelled")
+	})
+
+	// The handler finished its work after all: the job is completed.
+	t.Run("HandlerReturningNilCompletes", func(t *testing.T) {
+		t.Parallel()
+		pool := newPool(t)
+		started, cause := make(chan int64, 1), make(chan error, 1)
+		b := startClient(t, pool, blockingWorker(t, started, cause, func(error) error { return nil }), nil)
+		row, err := b.client.Enqueue(ctx, noteArgs{}, nil)
+		must(t, err)
+		<-started
+		_, err = b.client.JobCancel(ctx, row.ID)
+		must(t, err)
+		<-cause
+		waitState(t, pool, row.ID, "completed")
+	})
+
+	// The request never reached the client (poll only, no heartbeat due),
+	// and the handler fails on its own: the failure lands as cancelled,
+	// not as a retry, because finish.sql reads the request in the row.
+	t.Run("FailureAfterUnheardRequestEndsCancelled", func(t *testing.T) {
+		t.Parallel()
+		pool := newPool(t)
+		ws := pgqueue.NewWorkers()
+		started, release := make(chan int64, 1), make(chan struct{})
+		var heardCancel atomic.Bool
+		must(t, pgqueue.AddWorkerFunc(ws, func(ctx context.Context, job *pgqueue.Job[noteArgs]) error {
+			started <- job.ID
+			<-release
+			heardCancel.Store(ctx.Err() != nil)
+			return errors.New("boom")
+		}, nil))
+		b := startClient(t, pool, ws, &pgqueue.Config{PollOnly: true, JobLease: 30 * time.Second})
+		row, err := b.client.Enqueue(ctx, noteArgs{}, &pgqueue.InsertOpts{MaxAttempts: 5})
+		must(t, err)
+		<-started
+		_, err = b.client.JobCancel(ctx, row.ID)
+		must(t, err)
+		close(release)
+		s := waitState(t, pool, row.ID, "cancelled")
+		if heardCancel.Load() {
+			t.Fatal("the client heard of the request: this test wants it unheard")
+		}
+		if s.attempt != 1 || len(s.errors) != 1 || s.errors[0] != "boom" {
+			t.Fatalf("attempt %d errors %q", s.attempt, s.errors)
+		}
+	})
+
+	// Completion and cancel race for the row: whichever commits first
+	// wins, and the other does not undo it.
+	t.Run("CompletionLandingFirstStaysCompleted", func(t *testing.T) {
+		t.Parallel()
+		pool := newPool(t)
+		c := newClient(t, pool, nil)
+		row, err := c.Enqueue(ctx, noteArgs{}, nil)
+		must(t, err)
+		claimed, err := pgqueue.Claim(ctx, c, pgqueue.DefaultQueue, 1)
+		must(t, err)
+		// The completion holds the row when the cancel arrives.
+		tx, err := pool.Begin(ctx)
+		must(t, err)
+		must(t, c.CompleteTx(ctx, tx, claimed[0]))
+		done := make(chan *pgqueue.JobRow)
+		go func() {
+			job, err := c.JobCancel(ctx, row.ID)
+			if err != nil {
+				t.Error(err)
+			}
+			done <- job
+		}()
+		waitFor(t, "the cancel to wait for the completion's row lock", func() bool {
+			return countBlocked(t, pool) == 1
+		})
+		must(t, tx.Commit(ctx))
+		job := <-done
+		if job.State != pgqueue.StateCompleted || !job.CancelRequestedAt.IsZero() {
+			t.Fatalf("cancel after completion: state %s requested %v", job.State, job.CancelRequestedAt)
+		}
+	})
+
+	t.Run("CancelLandingFirstThenCompletion", func(t *testing.T) {
+		t.Parallel()
+		pool := newPool(t)
+		c := newClient(t, pool, nil)
+		row, err := c.Enqueue(ctx, noteArgs{}, nil)
+		must(t, err)
+		claimed, err := pgqueue.Claim(ctx, c, pgqueue.DefaultQueue, 1)
+		must(t, err)
+		_, err = c.JobCancel(ctx, row.ID)
+		must(t, err)
+		if n, err := pgqueue.Complete(ctx, c, claimed); err != nil || n != 1 {
+			t.Fatalf("completion under the same fence: %d, %v", n, err)
+		}
+		if state, requested, _ := readCancel(t, pool, row.ID); state != "completed" || requested == nil {
+			t.Fatalf("state %s requested %v", state, requested)
+		}
+	})
+}
+
+// countBlocked counts the backends of the test's database waiting for a
+// lock.
+func countBlocked(t *testing.T, pool *pgxpool.Pool) int {
+	t.Helper()
+	var n int
+	must(t, pool.QueryRow(context.Background(),
+		"SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'").Scan(&n))
+	return n
+}
+
+// TestJobCancelRescue: a cancel-requested job whose holder is gone is
+// finalized cancelled by the rescuer, whichever of the two reaches the row
+// first, and its old holder's writes are refused.
+func TestJobCancelRescue(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+
+	t.Run("RescueFirstThenCancel", func(t *testing.T) {
+		t.Parallel()
+		pool := newPool(t)
+		c := newClient(t, pool, nil)
+		row, err := c.Enqueue(ctx, noteArgs{}, nil)
+		must(t, err)
+		claimAsDeadWorker(t, pool, row.ID)
+		rescuer := startClient(t, pool, pgqueue.NewWorkers(), &pgqueue.Config{RescueInterval: 50 * time.Millisecond,
+			Queues: map[string]pgqueue.QueueConfig{"elsewhere": {MaxWorkers: 1}}})
+		s := waitState(t, pool, row.ID, "scheduled")
+		job, err := rescuer.client.JobCancel(ctx, row.ID)
+		must(t, err)
+		if job.State != pgqueue.StateCancelled || job.Fence != *s.fence {
+			t.Fatalf("state %s fence %d, want cancelled under the rescue's fence %d", job.State, job.Fence, *s.fence)
+		}
+	})
+
+	t.Run("CancelFirstThenRescue", func(t *testing.T) {
+		t.Parallel()
+		pool := newPool(t)
+		c := newClient(t, pool, nil)
+		row, err := c.Enqueue(ctx, noteArgs{}, nil)
+		must(t, err)
+		dead := claimAsDeadWorker(t, pool, row.ID)
+		job, err := c.JobCancel(ctx, row.ID)
+		must(t, err)
+		if job.State != pgqueue.StateRunning {
+			t.Fatalf("state %s", job.State)
+		}
+		startClient(t, pool, pgqueue.NewWorkers(), &pgqueue.Config{RescueInterval: 50 * time.Millisecond})
+		s := waitState(t, pool, row.ID, "cancelled")
+		if len(s.errors) != 1 || !strings.Contains(s.errors[0], "cancelled as requested") || *s.fence == dead {
+			t.Fatalf("errors %q fence %d (dead holder's %d)", s.errors, *s.fence, dead)
+		}
+		assertStaleWriteRefused(t, pool, row.ID, dead)
+	})
+
+	// The cancel commits after the rescuer read the job as expired and
+	// before it writes: the write sees the request and cancels.
+	t.Run("CancelInRescueWindow", func(t *testing.T) {
+		t.Parallel()
+		pool := newPool(t)
+		c := newClient(t, pool, nil)
+		row, err := c.Enqueue(ctx, noteArgs{}, nil)
+		must(t, err)
+		dead := claimAsDeadWorker(t, pool, row.ID)
+		rescuer := newClient(t, pool, &pgqueue.Config{RescueInterval: 50 * time.Millisecond})
+		var once atomic.Bool
+		pgqueue.SetBeforeRescueWrite(rescuer, func([]int64) {
+			if once.CompareAndSwap(false, true) {
+				if _, err := c.JobCancel(context.Background(), row.ID); err != nil {
+					t.Error(err)
+				}
+			}
+		})
+		must(t, rescuer.Start(ctx))
+		defer rescuer.Stop(ctx)
+		s := waitState(t, pool, row.ID, "cancelled")
+		if !once.Load() || len(s.errors) != 1 {
+			t.Fatalf("hook ran %v, errors %q", once.Load(), s.errors)
+		}
+		assertStaleWriteRefused(t, pool, row.ID, dead)
+	})
+}
+
+// assertStaleWriteRefused checks that a write under the old fence changes
+// nothing.
+func assertStaleWriteRefused(t *testing.T, pool *pgxpool.Pool, id, fence int64) {
+	t.Helper()
+	tag, err := pool.Exec(context.Background(),
+		"UPDATE pgqueue.jobs SET state = 'completed' WHERE id = $1 AND fence = $2 AND state = 'running'", id, fence)
+	must(t, err)
+	if tag.RowsAffected() != 0 {
+		t.Fatal("stale fence accepted")
+	}
+}
+
+// TestJobCancelStoppedHolder cancels a job whose holder, another process,
+// is SIGSTOPped: the rescuer ends it cancelled once its lease expires, and
+// when the holder resumes, hears the request and writes its result, the
+// write is refused.
+func TestJobCancelStoppedHolder(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := newPool(t)
+	c := newClient(t, pool, &pgqueue.Config{RescueInterval: 100 * time.Millisecond})
+	row, err := c.Enqueue(ctx, noteArgs{}, nil)
+	must(t, err)
+	auditUpdates(t, pool)
+
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), childEnv+"=cancelholder", childDBEnv+"="+pool.Config().ConnString())
+	cmd.Stderr = os.Stderr
+	must(t, cmd.Start())
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGCONT)
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+	})
+	s := waitState(t, pool, row.ID, "running")
+	holderFence := *s.fence
+	must(t, cmd.Process.Signal(syscall.SIGSTOP))
+
+	job, err := c.JobCancel(ctx, row.ID)
+	must(t, err)
+	if job.State != pgqueue.StateRunning || job.CancelRequestedAt.IsZero() {
+		t.Fatalf("state %s requested %v", job.State, job.CancelRequestedAt)
+	}
+	must(t, c.Start(ctx)) // the rescuer
+	defer c.Stop(ctx)
+	s = waitState(t, pool, row.ID, "cancelled")
+	if *s.fence == holderFence {
+		t.Fatal("rescued without a new fence")
+	}
+
+	// The holder wakes, hears the request, and its handler returns: its
+	// result is written under the old fence and refused.
+	must(t, cmd.Process.Signal(syscall.SIGCONT))
+	var status syscall.WaitStatus
+	waitFor(t, "the holder to write and exit", func() bool { return reaped(cmd, &status) })
+	if status.ExitStatus() != 0 {
+		t.Fatalf("holder exited with %d", status.ExitStatus())
+	}
+	after := readJob(t, pool, row.ID)
+	if after.state != "cancelled" || *after.fence != *s.fence || len(after.errors) != 1 {
+		t.Fatalf("after the holder resumed: state %s fence %d errors %q", after.state, *after.fence, after.errors)
+	}
+	if n := updatesTo(t, pool, row.ID, "cancelled"); n != 1 {
+		t.Fatalf("%d updates wrote cancelled, want the rescuer's alone", n)
+	}
+}
+
+// reaped reports whether cmd's process has exited, reaping it and storing
+// its status.
+func reaped(cmd *exec.Cmd, status *syscall.WaitStatus) bool {
+	pid, err := syscall.Wait4(cmd.Process.Pid, status, syscall.WNOHANG, nil)
+	return err == nil && pid == cmd.Process.Pid
+}
+
+// cancelHolderChild is the holder process of TestJobCancelStoppedHolder:
+// it works the job with a 2 s lease, its handler waiting for its context,
+// and exits once the job's result was written (or refused).
+func cancelHolderChild(ctx context.Context, pool *pgxpool.Pool) error {
+	ws := pgqueue.NewWorkers()
+	finished := make(chan error, 1)
+	if err := pgqueue.AddWorkerFunc(ws, func(ctx context.Context, job *pgqueue.Job[noteArgs]) error {
+		<-ctx.Done()
+		finished <- context.Cause(ctx)
+		return context.Cause(ctx)
+	}, &pgqueue.WorkerOpts{Timeout: -1}); err != nil {
+		return err
+	}
+	c, err := pgqueue.New(pool, &pgqueue.Config{Workers: ws, JobLease: 2 * time.Second,
+		Queues: map[string]pgqueue.QueueConfig{pgqueue.DefaultQueue: {MaxWorkers: 1}}})
+	if err != nil {
+		return err
+	}
+	if err := c.Start(ctx); err != nil {
+		return err
+	}
+	cause := <-finished
+	if err := c.Stop(ctx); err != nil {
+		return err
+	}
+	if !errors.Is(cause, pgqueue.ErrJobCancelled) && !errors.Is(cause, pgqueue.ErrJobLeaseLost) {
+		return fmt.Errorf("handler cancelled with %v", cause)
+	}
+	return nil
+}
