@@ -219,19 +219,22 @@ func runHandler(ctx context.Context, cj *claimedJob, grant lockGrant) (trace str
 			trace = pe.Stack
 		}
 	}()
-	handler := func(ctx context.Context) (err error) {
-		if cj.decodeErr != nil {
-			return cj.decodeErr
-		}
-		defer func() {
-			if r := recover(); r != nil {
-				err = newPanicError(r)
-			}
-		}()
-		return cj.w.work(ctx, cj.job, grant)
-	}
 	if len(cj.middleware) == 0 && len(cj.w.middleware) == 0 {
-		return "", handler(ctx)
+		return "", callHandler(ctx, cj, grant)
 	}
+	handler := func(ctx context.Context) error { return callHandler(ctx, cj, grant) }
 	return "", runWork(ctx, cj.row, handler, cj.middleware, cj.w.middleware)
+}
+
+// callHandler calls the job's handler, turning a panic into a *PanicError.
+func callHandler(ctx context.Context, cj *claimedJob, grant lockGrant) (err error) {
+	if cj.decodeErr != nil {
+		return cj.decodeErr
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = newPanicError(r)
+		}
+	}()
+	return cj.w.work(ctx, cj.job, grant)
 }
