@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"regexp"
+	"slices"
 	"time"
 
 	"github.com/pgqueue/pgqueue/internal/sqlschema"
@@ -265,6 +266,13 @@ func (c *Config) withDefaults() (*Config, error) {
 	out.SchedulerInterval = cmp.Or(out.SchedulerInterval, DefaultSchedulerInterval)
 	out.UnknownKindDelay = cmp.Or(out.UnknownKindDelay, DefaultUnknownKindDelay)
 	out.UnknownKindMaxTries = cmp.Or(out.UnknownKindMaxTries, DefaultUnknownKindMaxTries)
+	// The client keeps its own lists: a caller appending to theirs later
+	// changes nothing.
+	out.InsertMiddleware = slices.Clone(out.InsertMiddleware)
+	out.WorkMiddleware = slices.Clone(out.WorkMiddleware)
+	if slices.Contains(out.InsertMiddleware, nil) || slices.Contains(out.WorkMiddleware, nil) {
+		return nil, fmt.Errorf("%w: nil middleware", ErrInvalidOption)
+	}
 	out.MaxArgsSize = cmp.Or(out.MaxArgsSize, DefaultMaxArgsSize)
 	out.MaxOutputSize = cmp.Or(out.MaxOutputSize, DefaultMaxOutputSize)
 	out.CancelGrace = cmp.Or(out.CancelGrace, DefaultCancelGrace)

@@ -447,3 +447,23 @@ func TestOutcomeOf(t *testing.T) {
 		}
 	}
 }
+
+// A nil middleware is refused when the client or the worker is set up,
+// not when a job meets it.
+func TestNilMiddlewareIsInvalid(t *testing.T) {
+	t.Parallel()
+	pool := newPool(t)
+	for name, cfg := range map[string]*pgqueue.Config{
+		"insert": {InsertMiddleware: []pgqueue.InsertMiddleware{nil}},
+		"work":   {WorkMiddleware: []pgqueue.WorkMiddleware{nil}},
+	} {
+		if _, err := pgqueue.New(pool, cfg); !errors.Is(err, pgqueue.ErrInvalidOption) {
+			t.Errorf("%s: New returned %v, want ErrInvalidOption", name, err)
+		}
+	}
+	err := pgqueue.AddWorkerFunc(pgqueue.NewWorkers(), func(context.Context, *pgqueue.Job[noteArgs]) error { return nil },
+		&pgqueue.WorkerOpts{Middleware: []pgqueue.WorkMiddleware{nil}})
+	if !errors.Is(err, pgqueue.ErrInvalidOption) {
+		t.Errorf("AddWorker returned %v, want ErrInvalidOption", err)
+	}
+}

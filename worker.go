@@ -70,8 +70,9 @@ func NewWorkers() *Workers {
 }
 
 // AddWorker registers w for the kind T's zero value names. opts may be nil.
-// It returns ErrDuplicateWorker when the kind already has a worker and
-// ErrInvalidKind when the kind is empty.
+// It returns ErrDuplicateWorker when the kind already has a worker,
+// ErrInvalidKind when the kind is empty and ErrInvalidOption when
+// opts.Middleware holds a nil.
 func AddWorker[T JobArgs](ws *Workers, w Worker[T], opts *WorkerOpts) error {
 	var zero T
 	kind := zero.Kind()
@@ -80,6 +81,9 @@ func AddWorker[T JobArgs](ws *Workers, w Worker[T], opts *WorkerOpts) error {
 	}
 	if opts == nil {
 		opts = &WorkerOpts{}
+	}
+	if slices.Contains(opts.Middleware, nil) {
+		return fmt.Errorf("%w: kind %q: nil middleware", ErrInvalidOption, kind)
 	}
 	ws.mu.Lock()
 	defer ws.mu.Unlock()
