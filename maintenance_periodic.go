@@ -277,9 +277,10 @@ func construct(job *PeriodicJob) (args JobArgs, opts *InsertOpts, err error) {
 }
 
 // isInvalidJob reports whether err says a job is invalid, before anything
-// was sent to the database.
+// was sent to the database, or that an insert middleware chose to skip it:
+// either way, trying again would end the same.
 func isInvalidJob(err error) bool {
-	for _, target := range []error{ErrInvalidArgs, ErrInvalidKind, ErrInvalidQueue, ErrInvalidOption, ErrArgsTooLarge} {
+	for _, target := range []error{ErrInvalidArgs, ErrInvalidKind, ErrInvalidQueue, ErrInvalidOption, ErrArgsTooLarge, ErrNotInserted} {
 		if errors.Is(err, target) {
 			return true
 		}

@@ -67,7 +67,7 @@ type InsertResult struct {
 // error, or one of its own to fail the insert; the caller gets that
 // error, or when Insert returns nil the result next returned. Insert must
 // call next at most once; returning nil without calling it fails the
-// insert with ErrNotInserted.
+// insert with ErrNotInserted (a periodic run skipped so counts as done).
 //
 // Inside a transaction (EnqueueTx, EnqueueManyTx, periodic runs) next's
 // success means written, not committed.

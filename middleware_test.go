@@ -15,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/pgqueue/pgqueue"
+	"github.com/pgqueue/pgqueue/internal/testlog"
 )
 
 // insertRecorder is an insert middleware that stamps every job's meta and
@@ -465,5 +466,30 @@ func TestNilMiddlewareIsInvalid(t *testing.T) {
 		&pgqueue.WorkerOpts{Middleware: []pgqueue.WorkMiddleware{nil}})
 	if !errors.Is(err, pgqueue.ErrInvalidOption) {
 		t.Errorf("AddWorker returned %v, want ErrInvalidOption", err)
+	}
+}
+
+// A periodic run an insert middleware skips counts as done: the schedule
+// moves on instead of retrying the instant forever.
+func TestInsertMiddlewareSkipsPeriodicRun(t *testing.T) {
+	t.Parallel()
+	pool := newPool(t)
+	skip := pgqueue.InsertMiddlewareFunc(func(ctx context.Context, jobs []*pgqueue.InsertParams, next func(context.Context) (*pgqueue.InsertResult, error)) error {
+		return nil
+	})
+	job := noteJob("skipped", pgqueue.EverySchedule(time.Hour), &pgqueue.PeriodicJobOpts{RunOnStart: true})
+	startClient(t, pool, noteWorkers(t), &pgqueue.Config{
+		PeriodicJobs:     []*pgqueue.PeriodicJob{job},
+		InsertMiddleware: []pgqueue.InsertMiddleware{skip},
+		Logger:           testlog.Discard(),
+	})
+	// The run on start is recorded as made, though no job was inserted.
+	waitFor(t, "the run on start recorded", func() bool {
+		var started bool
+		must(t, pool.QueryRow(context.Background(), "SELECT EXISTS (SELECT FROM pgqueue.periodic_jobs WHERE name = 'skipped' AND start_term IS NOT NULL)").Scan(&started))
+		return started
+	})
+	if n := countJobs(t, pool, "true"); n != 0 {
+		t.Fatalf("%d jobs inserted", n)
 	}
 }
