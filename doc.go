@@ -39,6 +39,14 @@
 // effects together with the job's completion with [Client.CompleteTx].
 // (fence.go, complete_tx.go.)
 //
+// Hooks. [Config.InsertMiddleware] wraps every insert (periodic runs
+// too) and may change a job before it is validated, for instance to carry
+// a trace context in its meta; [Config.WorkMiddleware] and
+// [WorkerOpts.Middleware] wrap each attempt; [Config.ErrorHandler] is told
+// of every failed attempt, panics with their stack, and may discard the
+// job at once. Per kind, [WorkerOpts.RetryPolicy] and an args type's
+// [JobArgsWithInsertOpts] defaults. (middleware.go, error_handler.go.)
+//
 // Complete. The completer gathers results for a few milliseconds and
 // writes each batch in one fenced statement; when a reply is lost it reads
 // the jobs back to learn what landed. (completer.go, outcome.go.)
