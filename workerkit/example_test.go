@@ -1,0 +1,62 @@
+package workerkit_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"time"
+
+	"github.com/pgqueue/pgqueue"
+	"github.com/pgqueue/pgqueue/workerkit"
+)
+
+type welcomeArgs struct {
+	To string `json:"to"`
+}
+
+func (welcomeArgs) Kind() string { return "welcome_email" }
+
+type reportArgs struct{}
+
+func (reportArgs) Kind() string { return "nightly_report" }
+
+// A worker program: the handlers are registered, Main does the rest. Run it
+// as
+//
+//	DATABASE_URL=postgres://... PGQUEUE_QUEUES=default=10,reports=1 \
+//	PGQUEUE_HTTP_ADDR=:9090 ./worker
+//
+// and stop it with SIGTERM.
+func Example() {
+	workers := pgqueue.NewWorkers()
+	pgqueue.AddWorkerFunc(workers, func(ctx context.Context, job *pgqueue.Job[welcomeArgs]) error {
+		slog.InfoContext(ctx, "sending", "to", job.Args.To)
+		return nil
+	}, nil)
+
+	opts := &workerkit.Options{
+		Name:     "mailer",
+		Workers:  workers,
+		Defaults: workerkit.Settings{Queues: map[string]int{"default": 10, "reports": 1}},
+		// Setup sees the pool and the client's Config before the client
+		// is built: periodic jobs, middleware, workers that need the pool.
+		Setup: func(ctx context.Context, env *workerkit.Env) error {
+			pgqueue.AddWorkerFunc(env.Config.Workers, func(ctx context.Context, job *pgqueue.Job[reportArgs]) error {
+				_, err := env.Pool.Exec(ctx, "SELECT 1") // a business write
+				return err
+			}, nil)
+			env.Config.PeriodicJobs = append(env.Config.PeriodicJobs, pgqueue.NewPeriodicJob("nightly-report",
+				pgqueue.EverySchedule(24*time.Hour), func() (pgqueue.JobArgs, *pgqueue.InsertOpts) {
+					return reportArgs{}, &pgqueue.InsertOpts{Queue: "reports"}
+				}, nil))
+			return nil
+		},
+	}
+	_ = opts // in a program: workerkit.Main(opts)
+
+	// Run is Main without the exit, here with only --help.
+	code := workerkit.Run(context.Background(), opts, []string{"--help"}, io.Discard, io.Discard)
+	fmt.Println("exit code", code)
+	// Output: exit code 0
+}
