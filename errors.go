@@ -27,8 +27,8 @@ var (
 
 	// ErrInvalidQueue is returned when a queue name is not 1 to 63 bytes of
 	// lower-case letters, digits, '_', '-' and '.' starting with a letter or
-	// digit: by Enqueue for the job's queue and by New for a configured
-	// queue.
+	// digit: by Enqueue for the job's queue, by New for a configured
+	// queue, and by QueuePause and QueueResume.
 	ErrInvalidQueue = errors.New("pgqueue: invalid queue name")
 
 	// ErrInvalidKind is returned by Enqueue and AddWorker when Kind() is

@@ -2,7 +2,6 @@ package pgqueue
 
 import (
 	"context"
-	"fmt"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -52,7 +51,7 @@ func (c *Client) queueControl(ctx context.Context, db interface {
 		return err
 	}
 	if err := validateQueue(name); err != nil {
-		return fmt.Errorf("pgqueue: %s: %w", verb+" queue", err)
+		return err
 	}
 	var err error
 	if verb == "pause" {
