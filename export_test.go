@@ -60,3 +60,43 @@ func Started(c *Client) bool {
 	defer c.mu.Unlock()
 	return c.running != nil
 }
+
+// Finish writes one result of op ("complete", "fail", "snooze", "cancel",
+// "release", "discard") for job in one statement, as the completer does
+// (sql/finish.sql, or sql/complete_many.sql for "complete"), and reports
+// whether the row took it.
+func Finish(ctx context.Context, c *Client, job *JobRow, op string, delay time.Duration) (bool, error) {
+	outcomes := &outcomeReader{pool: c.pool, q: c.q, base: ctx}
+	k := newCompleter(ctx, c.pool.Query, c.q, outcomes, c.log, 1, 0, c.config.JobLease)
+	var msg *string
+	if op != opComplete {
+		s := "stale " + op
+		msg = &s
+	}
+	updated, err := k.exec([]result{{row: job, op: op, err: msg, delay: delay}})
+	return updated[job.ID], err
+}
+
+// Heartbeat runs one heartbeat for jobs, as a started client's heartbeater
+// does, and returns the ids it found lost (their contexts cancelled with
+// ErrJobLeaseLost) and those JobCancel asked to cancel.
+func Heartbeat(ctx context.Context, c *Client, jobs []*JobRow) (lost, cancelled []int64, err error) {
+	active := newActiveJobs()
+	for _, j := range jobs {
+		active.add(j, func(error) {}, time.Now(), c.config.JobLease)
+	}
+	h := newHeartbeater(ctx, c.pool, c.q, active, c.log, c.config.HeartbeatInterval, c.config.JobLease)
+	snapshot := active.snapshot()
+	if err := h.heartbeat(snapshot); err != nil {
+		return nil, nil, err
+	}
+	for _, j := range snapshot {
+		if j.lost.Load() {
+			lost = append(lost, j.row.ID)
+		}
+		if j.cancelRequested.Load() {
+			cancelled = append(cancelled, j.row.ID)
+		}
+	}
+	return lost, cancelled, nil
+}

@@ -1,0 +1,148 @@
+package main
+
+// The test sets the mutants run. Root tests are named for what they check;
+// the fault suite runs with them where it must catch the mutant on its
+// own.
+var (
+	rootStale  = testRun{pkg: "./", run: "TestStaleWriteRefusedByFence"}
+	faultFence = testRun{pkg: "./integration/", run: "TestFaultPausedWorkerRefusedByFence"}
+)
+
+// mutants is every guarantee the suite must defend, broken one at a time.
+// Keep old texts short but unique: the tool fails when one stops matching
+// exactly once, so a change to the code brings its mutant up to date.
+var mutants = []mutant{
+	// Fences of the writes about a claimed job.
+	{name: "complete_many-no-fence", file: "sql/complete_many.sql",
+		old: "AND j.fence = r.fence AND j.state = 'running'", new: "AND j.state = 'running'",
+		tests: []testRun{{pkg: "./", run: "TestStaleWriteRefusedByFence/CompleteMany|TestBatchedResults|TestRescuer"}, faultFence}},
+	{name: "finish-no-fence", file: "sql/finish.sql",
+		old: "AND j.fence = r.fence AND j.state = 'running'", new: "AND j.state = 'running'",
+		tests: []testRun{{pkg: "./", run: "TestStaleWriteRefusedByFence/Finish"}, faultFence}},
+	{name: "complete_tx-fence-always-true", file: "sql/complete.sql",
+		old: "AND fence = $2 AND", new: "AND (fence = $2 OR true) AND",
+		tests: []testRun{{pkg: "./", run: "TestStaleWriteRefusedByFence/CompleteTx|TestCompleteTx"}, faultFence}},
+	{name: "heartbeat-no-fence", file: "sql/heartbeat.sql",
+		old: "AND j.fence = h.fence", new: "",
+		tests: []testRun{{pkg: "./", run: "TestStaleWriteRefusedByFence/Heartbeat|TestHeartbeat"}, faultFence}},
+	{name: "output-no-fence", file: "sql/job_output.sql",
+		old: "WHERE id = $1 AND fence = $2 AND state = 'running'", new: "WHERE id = $1 AND state = 'running'",
+		tests: []testRun{{pkg: "./", run: "TestRecordOutput"}}},
+	{name: "progress-no-fence", file: "sql/job_progress.sql",
+		old: "WHERE id = $1 AND fence = $2 AND state = 'running'", new: "WHERE id = $1 AND state = 'running'",
+		tests: []testRun{{pkg: "./", run: "TestRecordOutput"}}},
+	{name: "check_fence-accepts-lower", file: "migrations/000002_fences.up.sql",
+		old: "WHERE f.token <= excluded.token", new: "WHERE true",
+		tests: []testRun{{pkg: "./", run: "TestCheckFenceTx"}, faultFence}},
+
+	// The claim.
+	{name: "claim-no-skip-locked", file: "sql/claim.sql",
+		old: "    FOR UPDATE SKIP LOCKED\n", new: "",
+		tests: []testRun{{pkg: "./", run: "TestClaimsExactlyOnce"}}},
+
+	// The rescue.
+	{name: "rescue-no-outer-recheck", file: "sql/rescue.sql",
+		old: "AND j.id = r.id AND j.fence = r.fence\n  AND j.state = 'running' AND j.lease_until < now()", new: "AND j.id = r.id",
+		tests: []testRun{{pkg: "./", run: "TestRescuer"}}},
+	{name: "rescue-no-fence-recheck", file: "sql/rescue.sql",
+		old: "AND j.id = r.id AND j.fence = r.fence\n", new: "AND j.id = r.id\n",
+		tests: []testRun{{pkg: "./", run: "TestRescuer"}}},
+	{name: "rescue-no-recheck", file: "sql/rescue.sql",
+		old:   "WHERE j.id = ANY (ARRAY(SELECT id FROM free)) AND j.id = r.id AND j.fence = r.fence\n  AND j.state = 'running' AND j.lease_until < now()",
+		new:   "WHERE j.id = r.id",
+		tests: []testRun{{pkg: "./", run: "TestRescuer"}}},
+	{name: "rescue-keeps-fence", file: "sql/rescue.sql",
+		old: "    fence = nextval('{{schema}}.fence_seq'),\n", new: "",
+		tests: []testRun{{pkg: "./", run: "TestRescuer"}, faultFence}},
+
+	// Locks: pglock's lease renewal and session keepalive, singletons.
+	{name: "lease_renew-fence-always-true", file: "pglock/sql/lease_renew.sql",
+		old: "AND fence = $2 AND", new: "AND (fence = $2 OR true) AND",
+		tests: []testRun{{pkg: "./pglock/", run: "TestLeaseLock"}, {pkg: "./integration/", run: "TestLeaderProcesses"}}},
+	{name: "session-keepalive-never-lost", file: "pglock/session.go",
+		old:   "\t\tif err != nil {\n\t\t\tl.markLost(fmt.Errorf(\"session lock %q: connection lost",
+		new:   "\t\tif err != nil && false {\n\t\t\tl.markLost(fmt.Errorf(\"session lock %q: connection lost",
+		tests: []testRun{{pkg: "./pglock/", run: "TestSessionLock"}, {pkg: "./", run: "TestSingleton"}, {pkg: "./integration/", run: "TestSingletonProcesses"}}},
+	{name: "singleton-xact-lock-per-job", file: "singleton.go",
+		old: "r.locks.TryLockXact(ctx, tx, name)", new: "r.locks.TryLockXact(ctx, tx, fmt.Sprint(name, row.ID))",
+		tests: []testRun{{pkg: "./", run: "TestSingleton"}, {pkg: "./integration/", run: "TestSingletonProcesses/xact"}}},
+	{name: "singleton-session-lock-per-job", file: "singleton.go",
+		old: "r.locks.TryLockSession(ctx, name, nil)", new: "r.locks.TryLockSession(ctx, fmt.Sprint(name, row.ID), nil)",
+		tests: []testRun{{pkg: "./", run: "TestSingleton"}, {pkg: "./integration/", run: "TestSingletonProcesses/session"}}},
+
+	// Cancelling running jobs.
+	{name: "cancel-ends-running-job-at-once", file: "sql/job_cancel.sql",
+		old:   "SET state = CASE WHEN j.state = 'running' THEN j.state ELSE 'cancelled' END",
+		new:   "SET state = 'cancelled'",
+		tests: []testRun{{pkg: "./", run: "TestJobCancel"}}},
+	{name: "finish-ignores-cancel-request", file: "sql/finish.sql",
+		old:   "WHEN r.op = 'cancel' OR j.cancel_requested_at IS NOT NULL THEN 'cancelled'",
+		new:   "WHEN r.op = 'cancel' THEN 'cancelled'",
+		tests: []testRun{{pkg: "./", run: "TestJobCancel"}}},
+	{name: "finish-cancel-request-spends-no-attempt", file: "sql/finish.sql",
+		old:   "IN ('snooze', 'release', 'unknown_kind') AND j.cancel_requested_at IS NULL THEN",
+		new:   "IN ('snooze', 'release', 'unknown_kind') THEN",
+		tests: []testRun{{pkg: "./", run: "TestJobCancel"}}},
+	{name: "rescue-ignores-cancel-request", file: "sql/rescue.sql",
+		old:   "state = CASE WHEN j.cancel_requested_at IS NOT NULL THEN 'cancelled'",
+		new:   "state = CASE WHEN false THEN 'cancelled'",
+		tests: []testRun{{pkg: "./", run: "TestJobCancel"}}},
+	{name: "heartbeat-drops-cancel-flag", file: "sql/heartbeat.sql",
+		old: "RETURNING j.id, j.cancel_requested_at IS NOT NULL", new: "RETURNING j.id, false",
+		tests: []testRun{{pkg: "./", run: "TestJobCancel"}}},
+
+	// Pausing queues.
+	{name: "claim-ignores-pause", file: "sql/claim.sql",
+		old: "      AND NOT EXISTS (SELECT 1 FROM {{schema}}.queues WHERE name = $1 AND paused_at IS NOT NULL)\n", new: "",
+		tests: []testRun{{pkg: "./", run: "TestQueuePause"}}},
+	{name: "poll-ignores-pause", file: "sql/poll.sql",
+		old: "  AND NOT EXISTS (SELECT 1 FROM {{schema}}.queues p WHERE p.name = q AND p.paused_at IS NOT NULL)\n", new: "",
+		tests: []testRun{{pkg: "./", run: "TestQueuePause"}}},
+
+	// Retry and delete never touch a running job.
+	{name: "retry-takes-running-job", file: "sql/job_retry.sql",
+		old:   "WHERE id = $1 AND state IN ('scheduled', 'completed', 'discarded', 'cancelled')",
+		new:   "WHERE id = $1 AND state IN ('scheduled', 'completed', 'discarded', 'cancelled', 'running')",
+		tests: []testRun{{pkg: "./", run: "TestJobRetry"}}},
+	{name: "retry_many-takes-running-job", file: "sql/job_retry_many.sql",
+		old:   "state IN ('scheduled', 'completed', 'discarded', 'cancelled')",
+		new:   "state IN ('scheduled', 'completed', 'discarded', 'cancelled', 'running')",
+		tests: []testRun{{pkg: "./", run: "TestJobRetry"}}},
+	{name: "delete-takes-running-job", file: "sql/job_delete.sql",
+		old: "WHERE id = $1 AND state <> 'running'", new: "WHERE id = $1",
+		tests: []testRun{{pkg: "./", run: "TestJobDelete"}}},
+	{name: "delete_many-takes-running-job", file: "sql/job_delete_many.sql",
+		old: "WHERE id = ANY ($1::bigint[]) AND state <> 'running'", new: "WHERE id = ANY ($1::bigint[])",
+		tests: []testRun{{pkg: "./", run: "TestJobDelete"}}},
+
+	// Unique jobs, the pruner, enqueue() in SQL.
+	{name: "unique-index-over-every-state", file: "migrations/000004_unique_jobs.up.sql",
+		old: "    WHERE unique_key IS NOT NULL AND state = ANY (unique_states);\n", new: "    WHERE unique_key IS NOT NULL;\n",
+		tests: []testRun{{pkg: "./", run: "TestUnique"}}},
+	{name: "retry-keeps-finalized_at", file: "sql/job_retry.sql",
+		old: "        finalized_at        = NULL,\n", new: "",
+		tests: []testRun{{pkg: "./", run: "TestJobRetry|TestPruner"}}},
+	{name: "prune-cancelled-by-completed-retention", file: "sql/prune.sql",
+		old: "WHEN 'cancelled' THEN finalized_at < now() - $3::bigint", new: "WHEN 'cancelled' THEN finalized_at < now() - $2::bigint",
+		tests: []testRun{{pkg: "./", run: "TestPruner"}}},
+	{name: "enqueue_sql-key-disagrees-with-go", file: "migrations/000006_enqueue_function.up.sql",
+		old: "v        text := 'pgqueue-unique-1';", new: "v        text := 'pgqueue-unique-2';",
+		tests: []testRun{{pkg: "./", run: "TestEnqueueSQL"}}},
+	{name: "enqueue_sql-no-unique-conflict", file: "migrations/000006_enqueue_function.up.sql",
+		old: "        ON CONFLICT (unique_key) WHERE unique_key IS NOT NULL AND state = ANY (unique_states) DO NOTHING\n", new: "",
+		tests: []testRun{{pkg: "./", run: "TestEnqueueSQL"}}},
+
+	// Lock backends' fence counters.
+	{name: "filelock-fence-not-incremented", file: "filelock/fenced.go",
+		old: "\tn++\n", new: "",
+		tests: []testRun{{pkg: "./filelock/"}}},
+	{name: "filelock-counter-starts-at-zero", file: "filelock/fenced.go",
+		old: "n := time.Now().UnixMicro()", new: "n := int64(0)",
+		tests: []testRun{{pkg: "./filelock/"}}},
+	{name: "redislock-fence-not-incremented", file: "redislock/lua/acquire.lua",
+		old: "return redis.call('INCR', KEYS[2])", new: "return tonumber(redis.call('GET', KEYS[2]))",
+		tests: []testRun{{dir: "redislock", pkg: "./"}}},
+	{name: "redislock-renew-any-token", file: "redislock/lua/renew.lua",
+		old: "if redis.call('GET', KEYS[1]) == ARGV[1] then", new: "if true then",
+		tests: []testRun{{dir: "redislock", pkg: "./"}}},
+}
