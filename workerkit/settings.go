@@ -21,7 +21,10 @@ import (
 // the program's default (Options.Defaults), which wins over the kit's.
 type Settings struct {
 	// DatabaseURL is the PostgreSQL connection string. Flag
-	// --database-url, environment DATABASE_URL. Required.
+	// --database-url, environment DATABASE_URL. Required. Unless it sets
+	// pool_max_conns, the pool gets the sum of the queues' concurrency
+	// plus 4 connections (at least pgxpool's default), so handlers that
+	// write in transactions of their own do not wait for one.
 	DatabaseURL string
 	// Schema is pgqueue's schema. Flag --schema, environment
 	// PGQUEUE_SCHEMA. Default pgqueue.DefaultSchema.

@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strings"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -273,6 +274,15 @@ func (p *process) start(ctx context.Context) (*pgqueue.Client, *pgxpool.Pool, er
 		return nil, nil, fmt.Errorf("database URL: %w", err)
 	}
 	cfg.ConnConfig.ConnectTimeout = p.s.ConnectTimeout
+	// pgxpool's default (4, or the CPUs) would make handlers that each
+	// write in a transaction of their own wait for a connection.
+	if !strings.Contains(p.s.DatabaseURL, "pool_max_conns") {
+		total := int32(0)
+		for _, n := range p.s.Queues {
+			total += int32(n)
+		}
+		cfg.MaxConns = max(cfg.MaxConns, total+4)
+	}
 	if cfg.ConnConfig.RuntimeParams["application_name"] == "" {
 		cfg.ConnConfig.RuntimeParams["application_name"] = p.name
 	}
