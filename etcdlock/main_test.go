@@ -1,0 +1,36 @@
+package etcdlock_test
+
+import (
+	"fmt"
+	"os"
+	"testing"
+
+	"github.com/pgqueue/pgqueue/internal/testdb"
+)
+
+// shared is the server of the tests that do not kill it.
+var shared *etcdServer
+
+// TestMain starts the shared etcd, gives every test a PostgreSQL database
+// of its own (internal/testdb), and fails a passing run that leaks
+// goroutines. Without the etcd binary the package is skipped, with a
+// message, except under CI=true, where that fails.
+func TestMain(m *testing.M) {
+	if os.Getenv(roleEnv) != "" {
+		os.Exit(m.Run()) // a child process: see TestHelperProcess
+	}
+	s, err := startEtcd()
+	if err != nil {
+		msg := fmt.Sprintf("etcdlock: no etcd to test against (install Debian's etcd-server package): %v", err)
+		if os.Getenv("CI") == "true" {
+			fmt.Fprintln(os.Stderr, "FAIL:", msg)
+			os.Exit(1)
+		}
+		fmt.Println("SKIP:", msg)
+		os.Exit(0)
+	}
+	shared = s
+	code := testdb.Main(m)
+	s.close()
+	os.Exit(code)
+}
