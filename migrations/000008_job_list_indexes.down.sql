@@ -1,0 +1,2 @@
+DROP INDEX {{schema}}.jobs_available_id_idx;
+DROP INDEX {{schema}}.jobs_failed_idx;
