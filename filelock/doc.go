@@ -1,9 +1,12 @@
 // Package filelock provides advisory locks between processes on one host,
-// kept in files: [Lock], a shared or exclusive lock on a whole file, and
-// [Marker], a lease whose holder is named inside a marker file.
+// kept in files: [Lock], a shared or exclusive lock on a whole file;
+// [Fenced], an exclusive lock with fence tokens that implements package
+// locks' Locker; and [Marker], a lease whose holder is named inside a
+// marker file.
 //
-// For locks that must hold across hosts, or that need fencing tokens, use the
-// PostgreSQL locks of package pgqueue instead; docs/locking.md compares them.
+// For locks that must hold across hosts, use the PostgreSQL locks of
+// package pglock, or the Redis and etcd modules; docs/locking.md compares
+// them.
 //
 // # Lock
 //
@@ -27,7 +30,7 @@
 // would let two holders exist at once: a waiter that opened the old file
 // would lock the unlinked inode while a newcomer created and locked a new file
 // at the same path. Keep lock files in a directory that no cleaner sweeps, and
-// write nothing into them (on Windows other handles cannot write a locked
+// write nothing into them (a [Fenced] holder writes its counter there itself) (on Windows other handles cannot write a locked
 // lock file, nor read it while the lock is exclusive).
 //
 // When a holder dies, however it dies, the kernel drops its lock as soon as
@@ -42,6 +45,19 @@
 // returned as itself, so errors.Is(err, fs.ErrPermission) and
 // errors.Is(err, fs.ErrNotExist) work. A failed attempt closes the file it
 // opened.
+//
+// # Fenced
+//
+// A [Fenced] lock is an exclusive [Lock] whose file holds a decimal
+// counter: each acquisition reads it, writes it back plus one and fsyncs
+// the file, through the descriptor that holds the lock, before handing the
+// new value out as the acquisition's fence token. A new or empty file
+// starts at the clock in microseconds, so a deleted lock file's successor
+// still hands out higher tokens. A [FencedLock] checks every
+// CheckInterval that its path still names the file it locked; if the file
+// was deleted or replaced, another process may lock the new one, and the
+// lock's context ends with locks.ErrLost. Fence the writes made under it
+// (pglock.CheckFenceTx does for PostgreSQL).
 //
 // # Marker
 //

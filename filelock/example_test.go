@@ -79,3 +79,37 @@ func ExampleMarker() {
 	// other TryAcquire busy: true
 	// marker removed: true
 }
+
+// A fenced file lock hands out a token per acquisition, kept in the lock
+// file, and ends its context when released (or lost).
+func ExampleFenced() {
+	dir, err := os.MkdirTemp("", "filelock-example-")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	ctx := context.Background()
+	f := filelock.NewFenced(filepath.Join(dir, "report.lock"), nil)
+
+	first, err := f.Lock(ctx)
+	if err != nil {
+		log.Fatal(err)
+	}
+	_, err = f.TryLock(ctx)
+	fmt.Println("busy while held:", errors.Is(err, filelock.ErrBusy))
+	if err := first.Release(ctx); err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("after release:", context.Cause(first.Context()))
+
+	second, err := f.TryLock(ctx)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer second.Release(ctx)
+	fmt.Println("next token:", second.Fence() == first.Fence()+1)
+	// Output:
+	// busy while held: true
+	// after release: lock released
+	// next token: true
+}

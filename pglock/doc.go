@@ -22,8 +22,9 @@
 //     all job claims of a schema, so a later holder always has a higher
 //     token than an earlier one. A resource that keeps the highest token
 //     it has seen refuses the writes of an older holder: check the token
-//     in the write's transaction with pgqueue's Client.CheckFenceTx, or in
-//     SQL with <schema>.check_fence(resource, token).
+//     in the write's transaction with [CheckFenceTx] (or pgqueue's
+//     Client.CheckFenceTx), or in SQL with
+//     <schema>.check_fence(resource, token).
 //   - Busy: another holder has the lock. The Try forms return [ErrBusy]
 //     then, and only then; ErrBusy never stands for an I/O error.
 //   - Lost: the hold ended without its holder releasing it: its session
@@ -66,6 +67,16 @@
 // lock can be taken over. The holder renews it before
 // [LeaseLock.ValidUntil] and fences its writes: nothing stops a holder
 // that paused past its expiry.
+//
+// # One API across backends
+//
+// [Locker.SessionLocker], [Locker.XactLocker] and [Locker.LeaseLocker]
+// return the three kinds as a locks.Locker, the interface that the file,
+// Redis and etcd locks implement too: Lock, TryLock, and a held Lock's
+// Fence, Context (cancelled when lost or released) and Release. The lease
+// kind renews itself in the background there. [CheckFenceTx] fences a
+// write in PostgreSQL with a token from any of them, given only a
+// transaction and the schema.
 //
 // # Leader election
 //

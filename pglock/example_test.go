@@ -221,3 +221,71 @@ func ExampleElector_Run() {
 	// b leads, higher term: true
 	// a's late write refused: true
 }
+
+// A lease lock as a locks.Locker renews itself while held; a fenced write
+// made with the token of a holder that lost the lease is refused by
+// CheckFenceTx, which needs only a transaction and the schema.
+func ExampleLocker_LeaseLocker() {
+	ctx := context.Background()
+	pool, drop := exampleDB()
+	defer drop()
+	locker, err := pglock.New(pool, nil)
+	if err != nil {
+		panic(err)
+	}
+	leases, err := locker.LeaseLocker("nightly-report", &pglock.LeaseLockerOpts{TTL: 10 * time.Second})
+	if err != nil {
+		panic(err)
+	}
+	lock, err := leases.Lock(ctx)
+	if err != nil {
+		panic(err)
+	}
+	defer lock.Release(ctx)
+
+	write := func(fence int64) error {
+		tx, err := pool.Begin(ctx)
+		if err != nil {
+			return err
+		}
+		defer tx.Rollback(ctx)
+		if err := pglock.CheckFenceTx(ctx, tx, "pgqueue", "nightly-report", fence); err != nil {
+			return err
+		}
+		// ... the report's writes, in tx ...
+		return tx.Commit(ctx)
+	}
+	fmt.Println("holder writes:", write(lock.Fence()))
+	err = write(lock.Fence() - 1) // an earlier holder's token
+	fmt.Println("earlier token refused:", errors.Is(err, pglock.ErrStaleFence))
+	// Output:
+	// holder writes: <nil>
+	// earlier token refused: true
+}
+
+// The transaction kind as a locks.Locker: the lock's transaction is where
+// the guarded work goes; committing it releases the lock.
+func ExampleLocker_XactLocker() {
+	ctx := context.Background()
+	pool, drop := exampleDB()
+	defer drop()
+	locker, err := pglock.New(pool, nil)
+	if err != nil {
+		panic(err)
+	}
+	lock, err := locker.XactLocker("nightly-report").Lock(ctx)
+	if err != nil {
+		panic(err)
+	}
+	defer lock.Release(ctx) // rolls back unless committed
+	tx := lock.(*pglock.XactLock).Tx()
+	if err := pglock.CheckFenceTx(ctx, tx, "pgqueue", "nightly-report", lock.Fence()); err != nil {
+		panic(err)
+	}
+	// ... the report's writes, in tx ...
+	if err := tx.Commit(ctx); err != nil {
+		panic(err)
+	}
+	fmt.Println("after commit:", context.Cause(lock.Context()))
+	// Output: after commit: lock released
+}
