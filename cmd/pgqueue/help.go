@@ -8,7 +8,8 @@ import (
 
 const helpUsage = `Usage: pgqueue help [command]
 
-Shows the usage of pgqueue, or of one command: migrate, demo, bench or help.
+Shows the usage of pgqueue, or of one command: migrate, jobs, queues,
+stats, locks, enqueue, version, demo, bench or help.
 `
 
 // runHelp prints the usage asked for on stdout.
@@ -23,6 +24,18 @@ func runHelp(_ context.Context, args []string, stdout, stderr io.Writer) int {
 	switch args[0] {
 	case "migrate":
 		fmt.Fprint(stdout, migrateUsage)
+	case "jobs":
+		fmt.Fprint(stdout, jobsUsage)
+	case "queues":
+		fmt.Fprint(stdout, queuesUsage)
+	case "stats":
+		fmt.Fprint(stdout, statsUsage)
+	case "locks":
+		fmt.Fprint(stdout, locksUsage)
+	case "enqueue":
+		fmt.Fprint(stdout, enqueueUsage)
+	case "version":
+		fmt.Fprint(stdout, versionUsage)
 	case "demo":
 		fmt.Fprint(stdout, demoUsage)
 	case "bench":

@@ -1,4 +1,5 @@
-// Command pgqueue manages pgqueue's schema and shows the queue at work.
+// Command pgqueue manages pgqueue's schema, inspects and controls jobs,
+// queues and locks, and shows the queue at work.
 //
 // Usage:
 //
@@ -8,17 +9,25 @@
 //
 //	migrate   apply, revert or inspect the schema migrations:
 //	          pgqueue migrate up | down N | down --all | version | force V
+//	jobs      list, get, retry, cancel or delete jobs
+//	queues    list, pause or resume queues
+//	stats     queues, recent throughput and running jobs (--watch)
+//	locks     lease locks and the advisory locks held right now
+//	enqueue   enqueue one job: pgqueue enqueue KIND ARGS-JSON
+//	version   print the binary's version
 //	demo      enqueue and work a batch of jobs with a live progress line
 //	bench     measure throughput and latency: burn-down (with --raw, the
 //	          raw-SQL ceiling in the same run), sustained, idle, prune
 //	help      show the usage of pgqueue or of one command
 //
-// Every command takes --database-url (default: the DATABASE_URL
-// environment variable) and --schema. Run "pgqueue help <command>" for
-// details.
+// Every command that talks to the database takes --database-url (default:
+// the DATABASE_URL environment variable) and --schema; every command that
+// reads takes --json. Read commands change nothing in the database. Run
+// "pgqueue help <command>" for details.
 //
 // Exit codes: 0 on success, 1 when the command failed (the error is printed
-// on stderr), 2 when the command line was wrong.
+// on stderr), 2 when the command line was wrong, 3 when a job named does
+// not exist.
 package main
 
 import (
@@ -51,11 +60,19 @@ Usage:
 Commands:
 
 	migrate   apply, revert or inspect the schema migrations
+	jobs      list, get, retry, cancel or delete jobs
+	queues    list, pause or resume queues
+	stats     queues, recent throughput and running jobs (--watch)
+	locks     lease locks and the advisory locks held right now
+	enqueue   enqueue one job: pgqueue enqueue KIND ARGS-JSON
+	version   print the binary's version
 	demo      enqueue and work a batch of jobs with a live progress line
 	bench     measure throughput and latency, and the raw-SQL ceiling
 	help      show this text, or the usage of one command
 
 Run "pgqueue help <command>" for a command's flags and arguments.
+Read commands take --json. Exit codes: 0 ok, 1 failure, 2 usage, 3 a job
+named does not exist.
 `
 
 func main() {
@@ -78,6 +95,18 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	switch name {
 	case "migrate":
 		return runMigrate(ctx, rest, stdout, stderr)
+	case "jobs":
+		return runJobs(ctx, rest, stdout, stderr)
+	case "queues":
+		return runQueues(ctx, rest, stdout, stderr)
+	case "stats":
+		return runStats(ctx, rest, stdout, stderr)
+	case "locks":
+		return runLocks(ctx, rest, stdout, stderr)
+	case "enqueue":
+		return runEnqueue(ctx, rest, stdout, stderr)
+	case "version", "--version":
+		return runVersion(ctx, rest, stdout, stderr)
 	case "demo":
 		return runDemo(ctx, rest, stdout, stderr)
 	case "bench":
@@ -166,4 +195,14 @@ func (f *dbFlags) checkSchema() error {
 		return usagef("invalid --schema: %v", err)
 	}
 	return nil
+}
+
+// parseArgs is parseInterspersed for the commands that report through
+// finish: a parse error is a usage error, -h asks for the usage.
+func parseArgs(fs *flag.FlagSet, args []string) ([]string, error) {
+	pos, err := parseInterspersed(fs, args)
+	if err != nil && !errors.Is(err, flag.ErrHelp) {
+		return nil, &usageError{msg: err.Error()}
+	}
+	return pos, err
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/pgqueue/pgqueue"
+	"github.com/pgqueue/pgqueue/internal/schemaversion"
 )
 
 const migrateUsage = `Usage: pgqueue migrate [flags] up | down N | down --all | version | force V
@@ -22,7 +23,8 @@ Subcommands:
 	up          apply every migration not yet applied
 	down N      revert the last N migrations
 	down --all  revert every migration: drops pgqueue's tables and their jobs
-	version     print the applied version: "2", "2 (dirty)" or "none"
+	version     print the applied version: "2", "2 (dirty)" or "none";
+	            reads only: creates neither the schema nor its table
 	force V     record version V (-1 for none) and clear the dirty flag,
 	            without running any migration: after a failed migration
 	            was repaired by hand
@@ -32,6 +34,7 @@ Flags, before or after the subcommand:
 	--database-url URL  database to migrate (default: $DATABASE_URL)
 	--schema NAME       schema of pgqueue's tables (default "pgqueue")
 	--all               with down: revert every migration
+	--json              with version: print JSON
 
 A bare "down" is refused: say how many migrations to revert, or --all.
 (golang-migrate's CLI reverts everything there; reverting the first
@@ -44,6 +47,7 @@ type migrateArgs struct {
 	action  string // up, down, version or force
 	steps   int    // down: how many to revert; 0 with --all
 	all     bool   // down --all
+	json    bool   // version --json
 	version int    // force: the version to record, -1 for none
 }
 
@@ -52,6 +56,7 @@ func parseMigrateArgs(args []string) (migrateArgs, error) {
 	fs := newFlagSet("migrate")
 	a.register(fs, pgqueue.DefaultSchema)
 	fs.BoolVar(&a.all, "all", false, "")
+	fs.BoolVar(&a.json, "json", false, "")
 	pos, err := parseInterspersed(fs, args)
 	if err != nil {
 		return a, err
@@ -62,6 +67,9 @@ func parseMigrateArgs(args []string) (migrateArgs, error) {
 	a.action, pos = pos[0], pos[1:]
 	if a.all && a.action != "down" {
 		return a, usagef("--all only goes with down")
+	}
+	if a.json && a.action != "version" {
+		return a, usagef("--json only goes with version")
 	}
 	switch a.action {
 	case "up", "version":
@@ -122,6 +130,10 @@ func migrate(ctx context.Context, a migrateArgs, stdout io.Writer) error {
 		return fmt.Errorf("connect: %w", err)
 	}
 	defer pool.Close()
+	if a.action == "version" {
+		// Not through the Migrator: it creates the schema and its table.
+		return printVersion(ctx, pool, a, stdout)
+	}
 	mg, err := pgqueue.NewMigrator(ctx, pool, a.schema)
 	if err != nil {
 		return err
@@ -141,18 +153,6 @@ func migrate(ctx context.Context, a migrateArgs, stdout io.Writer) error {
 			return err
 		}
 		printResult(stdout, "reverted", a.schema, res)
-	case "version":
-		v, dirty, err := mg.Version(ctx)
-		switch {
-		case err != nil:
-			return err
-		case v == 0 && !dirty:
-			fmt.Fprintln(stdout, "none")
-		case dirty:
-			fmt.Fprintf(stdout, "%d (dirty)\n", v)
-		default:
-			fmt.Fprintln(stdout, v)
-		}
 	case "force":
 		if err := mg.Force(ctx, a.version); err != nil {
 			return err
@@ -177,4 +177,28 @@ func printResult(w io.Writer, verb, schema string, res pgqueue.MigrateResult) {
 	default:
 		fmt.Fprintf(w, "nothing to do: %s is at version %d\n", schema, res.To)
 	}
+}
+
+// printVersion prints the schema's migration version, reading only.
+func printVersion(ctx context.Context, pool *pgxpool.Pool, a migrateArgs, stdout io.Writer) error {
+	v, err := schemaversion.Read(ctx, pool, a.schema)
+	if err != nil {
+		return err
+	}
+	if a.json {
+		return writeJSON(stdout, struct {
+			Version uint `json:"version"`
+			Dirty   bool `json:"dirty"`
+			Latest  uint `json:"latest"`
+		}{v.Version, v.Dirty, schemaversion.Latest()})
+	}
+	switch {
+	case v.Version == 0 && !v.Dirty:
+		fmt.Fprintln(stdout, "none")
+	case v.Dirty:
+		fmt.Fprintf(stdout, "%d (dirty)\n", v.Version)
+	default:
+		fmt.Fprintln(stdout, v.Version)
+	}
+	return nil
 }

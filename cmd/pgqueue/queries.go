@@ -30,3 +30,24 @@ func loadDemoQueries(schema string) (*demoQueries, error) {
 	}
 	return q, nil
 }
+
+// opsQueries holds the statements of the operator commands (stats,
+// locks), with their schema filled in.
+type opsQueries struct {
+	statsFinished, statsRunning                   string
+	locksLeases, locksAdvisory, runningSingletons string
+}
+
+// loadOpsQueries reads sql/ with schema, which must be valid, filled in.
+func loadOpsQueries(schema string) (*opsQueries, error) {
+	q := &opsQueries{}
+	err := sqlschema.Load(sqlFiles, "sql", schema, map[string]*string{
+		"stats_finished": &q.statsFinished, "stats_running": &q.statsRunning,
+		"locks_leases": &q.locksLeases, "locks_advisory": &q.locksAdvisory,
+		"running_singletons": &q.runningSingletons,
+	})
+	if err != nil {
+		return nil, err
+	}
+	return q, nil
+}

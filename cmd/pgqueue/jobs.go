@@ -1,0 +1,503 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/pgqueue/pgqueue"
+)
+
+const jobsUsage = `Usage: pgqueue jobs <subcommand> [flags]
+
+Inspects and controls jobs.
+
+Subcommands:
+
+	list            list jobs, newest first, a page at a time
+	get ID          show one job: args, attempts, errors with their stacks,
+	                fence, lease, output and progress
+	retry ID...     run jobs again now (a job that used up its attempts
+	                gets one more); running jobs are refused
+	cancel ID...    cancel jobs; a running job's worker is asked to stop it
+	delete ID...    delete jobs; running jobs are refused (cancel them first)
+
+Flags of list (filters combine; each list flag may be repeated or take
+comma-separated values):
+
+	--queue Q       only jobs of these queues
+	--kind K        only jobs of these kinds
+	--state S       only jobs in these states: scheduled, available,
+	                running, completed, discarded, cancelled
+	--tag T         only jobs carrying all of these tags
+	--args JSON     only jobs whose args contain this JSON object
+	--created-after T, --created-before T
+	--finalized-after T, --finalized-before T
+	                time ranges; T is RFC 3339 or a duration ago (90m)
+	--order O       id (default), created_at, run_at or finalized_at
+	--asc           oldest first instead of newest first
+	--limit N       page size (default 20, at most 10000)
+	--cursor C      the page after the one that printed this cursor
+
+Flags of every subcommand:
+
+	--database-url URL  database (default: $DATABASE_URL)
+	--schema NAME       schema of pgqueue's tables (default "pgqueue")
+	--json              print JSON instead of a table
+
+Exit codes: 0 ok; 1 failure (also: a job was running and refused);
+2 usage; 3 a job named does not exist.
+`
+
+// runJobs is the jobs command.
+func runJobs(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		return parseFailed("jobs", jobsUsage, usagef("missing subcommand: list, get, retry, cancel or delete"), stdout, stderr)
+	}
+	sub, rest := args[0], args[1:]
+	var err error
+	switch sub {
+	case "list":
+		err = jobsList(ctx, rest, stdout)
+	case "get":
+		err = jobsGet(ctx, rest, stdout)
+	case "retry", "cancel", "delete":
+		err = jobsControl(ctx, sub, rest, stdout)
+	case "-h", "-help", "--help":
+		fmt.Fprint(stdout, jobsUsage)
+		return exitOK
+	default:
+		err = usagef("unknown subcommand %q: want list, get, retry, cancel or delete", sub)
+	}
+	return finish("jobs", jobsUsage, err, stdout, stderr)
+}
+
+// notFoundError is a job that does not exist: exit code 3.
+type notFoundError struct{ msg string }
+
+func (e *notFoundError) Error() string { return e.msg }
+
+// refusedError is a failure whose lines were printed already: exit 1
+// with its message.
+type refusedError struct{ msg string }
+
+func (e *refusedError) Error() string { return e.msg }
+
+// finish turns a command's error into its exit code, printing it.
+func finish(command, usage string, err error, stdout, stderr io.Writer) int {
+	var (
+		uerr  *usageError
+		nferr *notFoundError
+	)
+	switch {
+	case err == nil:
+		return exitOK
+	case errors.As(err, &uerr), errors.Is(err, flag.ErrHelp):
+		return parseFailed(command, usage, err, stdout, stderr)
+	case errors.As(err, &nferr):
+		fmt.Fprintf(stderr, "pgqueue %s: %v\n", command, err)
+		return exitNotFound
+	default:
+		fmt.Fprintf(stderr, "pgqueue %s: %v\n", command, err)
+		return exitError
+	}
+}
+
+// jobsListArgs is a parsed jobs list command line.
+type jobsListArgs struct {
+	readFlags
+	params pgqueue.JobListParams
+}
+
+func parseJobsList(args []string) (*jobsListArgs, error) {
+	a := &jobsListArgs{}
+	fs := newFlagSet("jobs list")
+	a.register(fs)
+	var (
+		queues, kinds, states, tags                listFlag
+		argsJSON, order, cursor                    string
+		createdFrom, createdTo, finalFrom, finalTo timeFlag
+		asc                                        bool
+		limit                                      int
+	)
+	fs.Var(&queues, "queue", "")
+	fs.Var(&kinds, "kind", "")
+	fs.Var(&states, "state", "")
+	fs.Var(&tags, "tag", "")
+	fs.StringVar(&argsJSON, "args", "", "")
+	fs.Var(&createdFrom, "created-after", "")
+	fs.Var(&createdTo, "created-before", "")
+	fs.Var(&finalFrom, "finalized-after", "")
+	fs.Var(&finalTo, "finalized-before", "")
+	fs.StringVar(&order, "order", string(pgqueue.JobListOrderID), "")
+	fs.BoolVar(&asc, "asc", false, "")
+	fs.IntVar(&limit, "limit", 20, "")
+	fs.StringVar(&cursor, "cursor", "", "")
+	pos, err := parseArgs(fs, args)
+	if err != nil {
+		return nil, err
+	}
+	if len(pos) > 0 {
+		return nil, usagef("list takes no arguments, got %q", pos)
+	}
+	if limit < 1 || limit > pgqueue.MaxJobListLimit {
+		return nil, usagef("--limit must be between 1 and %d", pgqueue.MaxJobListLimit)
+	}
+	switch o := pgqueue.JobListOrder(order); o {
+	case pgqueue.JobListOrderID, pgqueue.JobListOrderCreatedAt, pgqueue.JobListOrderRunAt, pgqueue.JobListOrderFinalizedAt:
+		a.params.OrderBy = o
+	default:
+		return nil, usagef("--order must be id, created_at, run_at or finalized_at, got %q", order)
+	}
+	for _, s := range states {
+		switch st := pgqueue.JobState(s); st {
+		case pgqueue.StateScheduled, pgqueue.StateAvailable, pgqueue.StateRunning,
+			pgqueue.StateCompleted, pgqueue.StateDiscarded, pgqueue.StateCancelled:
+			a.params.States = append(a.params.States, st)
+		default:
+			return nil, usagef("unknown --state %q", s)
+		}
+	}
+	if argsJSON != "" {
+		var obj map[string]any
+		if err := json.Unmarshal([]byte(argsJSON), &obj); err != nil {
+			return nil, usagef("--args must be a JSON object: %v", err)
+		}
+		a.params.ArgsContain = json.RawMessage(argsJSON)
+	}
+	a.params.Queues, a.params.Kinds, a.params.Tags = queues, kinds, tags
+	a.params.CreatedFrom, a.params.CreatedBefore = createdFrom.t, createdTo.t
+	a.params.FinalizedFrom, a.params.FinalizedBefore = finalFrom.t, finalTo.t
+	a.params.Descending = !asc
+	a.params.Limit = limit
+	a.params.Cursor = cursor
+	return a, a.check()
+}
+
+func jobsList(ctx context.Context, args []string, stdout io.Writer) error {
+	a, err := parseJobsList(args)
+	if err != nil {
+		return err
+	}
+	pool, client, err := a.connect(ctx)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	res, err := client.JobList(ctx, &a.params)
+	if errors.Is(err, pgqueue.ErrInvalidCursor) {
+		return usagef("--cursor: %v", err)
+	}
+	if err != nil {
+		return err
+	}
+	if a.json {
+		out := struct {
+			Jobs       []*jobJSON `json:"jobs"`
+			NextCursor string     `json:"next_cursor,omitempty"`
+		}{Jobs: []*jobJSON{}, NextCursor: res.NextCursor}
+		for _, j := range res.Jobs {
+			out.Jobs = append(out.Jobs, newJobJSON(j))
+		}
+		return writeJSON(stdout, out)
+	}
+	t := newTable(stdout, "ID", "STATE", "QUEUE", "KIND", "ATTEMPT", "CREATED", "RUN AT", "FINALIZED", "LAST ERROR")
+	for _, j := range res.Jobs {
+		lastErr := "-"
+		if n := len(j.Errors); n > 0 {
+			lastErr = truncate(j.Errors[n-1].Error, 60)
+		}
+		t.row(strconv.FormatInt(j.ID, 10), string(j.State), j.Queue, j.Kind,
+			fmt.Sprintf("%d/%d", j.Attempt, j.MaxAttempts), when(j.CreatedAt), when(j.RunAt), when(j.FinalizedAt), lastErr)
+	}
+	t.flush()
+	if len(res.Jobs) == 0 {
+		fmt.Fprintln(stdout, "(no jobs)")
+	}
+	if res.NextCursor != "" {
+		fmt.Fprintf(stdout, "next page: --cursor %s\n", res.NextCursor)
+	}
+	return nil
+}
+
+// parseIDs reads job ids.
+func parseIDs(pos []string) ([]int64, error) {
+	ids := make([]int64, 0, len(pos))
+	for _, p := range pos {
+		id, err := strconv.ParseInt(p, 10, 64)
+		if err != nil || id < 1 {
+			return nil, usagef("a job ID is a whole number of at least 1, got %q", p)
+		}
+		ids = append(ids, id)
+	}
+	return ids, nil
+}
+
+func jobsGet(ctx context.Context, args []string, stdout io.Writer) error {
+	var f readFlags
+	fs := newFlagSet("jobs get")
+	f.register(fs)
+	pos, err := parseArgs(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 1 {
+		return usagef("get takes one job ID")
+	}
+	ids, err := parseIDs(pos)
+	if err != nil {
+		return err
+	}
+	if err := f.check(); err != nil {
+		return err
+	}
+	pool, client, err := f.connect(ctx)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	job, err := client.JobGet(ctx, ids[0])
+	if errors.Is(err, pgqueue.ErrJobNotFound) {
+		return &notFoundError{fmt.Sprintf("job %d not found", ids[0])}
+	}
+	if err != nil {
+		return err
+	}
+	if f.json {
+		return writeJSON(stdout, newJobJSON(job))
+	}
+	printJob(stdout, job)
+	return nil
+}
+
+// printJob prints every field of job, one per line.
+func printJob(w io.Writer, j *pgqueue.JobRow) {
+	t := newTable(w, "id:", strconv.FormatInt(j.ID, 10))
+	t.row("kind:", j.Kind)
+	t.row("queue:", j.Queue)
+	t.row("state:", string(j.State))
+	t.row("attempt:", fmt.Sprintf("%d of %d", j.Attempt, j.MaxAttempts))
+	t.row("priority:", strconv.Itoa(int(j.Priority)))
+	t.row("fence:", strconv.FormatInt(j.Fence, 10))
+	t.row("worker:", cmpDash(j.WorkerID))
+	t.row("lease until:", when(j.LeaseUntil))
+	t.row("created:", when(j.CreatedAt))
+	t.row("run at:", when(j.RunAt))
+	t.row("attempted:", when(j.AttemptedAt))
+	t.row("finalized:", when(j.FinalizedAt))
+	t.row("cancel requested:", when(j.CancelRequestedAt))
+	t.row("singleton key:", cmpDash(j.SingletonKey))
+	t.row("tags:", cmpDash(strings.Join(j.Tags, ", ")))
+	t.flush()
+	printJSONField(w, "args", j.EncodedArgs)
+	printJSONField(w, "meta", j.Meta)
+	printJSONField(w, "output", j.Output)
+	printJSONField(w, "progress", j.Progress)
+	if len(j.Errors) == 0 {
+		fmt.Fprintln(w, "errors: none")
+		return
+	}
+	fmt.Fprintln(w, "errors:")
+	for _, e := range j.Errors {
+		fmt.Fprintf(w, "  attempt %d at %s: %s\n", e.Attempt, when(e.At), e.Error)
+		for line := range strings.SplitSeq(strings.TrimRight(e.Trace, "\n"), "\n") {
+			if line != "" {
+				fmt.Fprintf(w, "    %s\n", line)
+			}
+		}
+	}
+}
+
+func cmpDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+// printJSONField prints a JSON column indented, or "none".
+func printJSONField(w io.Writer, name string, raw []byte) {
+	if len(raw) == 0 || string(raw) == "null" {
+		fmt.Fprintf(w, "%s: none\n", name)
+		return
+	}
+	var v any
+	if err := json.Unmarshal(raw, &v); err != nil {
+		fmt.Fprintf(w, "%s: %s\n", name, raw)
+		return
+	}
+	b, _ := json.MarshalIndent(v, "  ", "  ")
+	fmt.Fprintf(w, "%s:\n  %s\n", name, b)
+}
+
+// jobJSON is a job as --json prints it.
+type jobJSON struct {
+	ID                int64                  `json:"id"`
+	Queue             string                 `json:"queue"`
+	Kind              string                 `json:"kind"`
+	Args              json.RawMessage        `json:"args"`
+	Priority          int16                  `json:"priority"`
+	State             pgqueue.JobState       `json:"state"`
+	Attempt           int                    `json:"attempt"`
+	MaxAttempts       int                    `json:"max_attempts"`
+	RunAt             time.Time              `json:"run_at"`
+	Fence             int64                  `json:"fence"`
+	LeaseUntil        *time.Time             `json:"lease_until"`
+	WorkerID          string                 `json:"worker_id"`
+	Errors            []pgqueue.AttemptError `json:"errors"`
+	Tags              []string               `json:"tags"`
+	Meta              json.RawMessage        `json:"meta"`
+	CreatedAt         time.Time              `json:"created_at"`
+	AttemptedAt       *time.Time             `json:"attempted_at"`
+	FinalizedAt       *time.Time             `json:"finalized_at"`
+	SingletonKey      string                 `json:"singleton_key,omitempty"`
+	CancelRequestedAt *time.Time             `json:"cancel_requested_at"`
+	Output            json.RawMessage        `json:"output"`
+	Progress          json.RawMessage        `json:"progress"`
+}
+
+func newJobJSON(j *pgqueue.JobRow) *jobJSON {
+	opt := func(t time.Time) *time.Time {
+		if t.IsZero() {
+			return nil
+		}
+		return &t
+	}
+	raw := func(b []byte) json.RawMessage {
+		if len(b) == 0 {
+			return json.RawMessage("null")
+		}
+		return b
+	}
+	errs := j.Errors
+	if errs == nil {
+		errs = []pgqueue.AttemptError{}
+	}
+	tags := j.Tags
+	if tags == nil {
+		tags = []string{}
+	}
+	return &jobJSON{
+		ID: j.ID, Queue: j.Queue, Kind: j.Kind, Args: raw(j.EncodedArgs), Priority: j.Priority, State: j.State,
+		Attempt: j.Attempt, MaxAttempts: j.MaxAttempts, RunAt: j.RunAt, Fence: j.Fence, LeaseUntil: opt(j.LeaseUntil),
+		WorkerID: j.WorkerID, Errors: errs, Tags: tags, Meta: raw(j.Meta), CreatedAt: j.CreatedAt,
+		AttemptedAt: opt(j.AttemptedAt), FinalizedAt: opt(j.FinalizedAt), SingletonKey: j.SingletonKey,
+		CancelRequestedAt: opt(j.CancelRequestedAt), Output: raw(j.Output), Progress: raw(j.Progress),
+	}
+}
+
+// controlResult is what retry, cancel or delete did with each id.
+type controlResult struct {
+	// Done holds the jobs retried, cancelled or deleted.
+	Done []int64 `json:"done"`
+	// Unchanged holds jobs left as they were: retry of an available job,
+	// cancel of a finished one.
+	Unchanged []int64 `json:"unchanged"`
+	// Requested holds running jobs whose cancel was requested (cancel).
+	Requested []int64 `json:"cancel_requested"`
+	// Running holds running jobs refused (retry, delete).
+	Running []int64 `json:"running"`
+	// NotFound holds ids no job has.
+	NotFound []int64 `json:"not_found"`
+}
+
+func jobsControl(ctx context.Context, verb string, args []string, stdout io.Writer) error {
+	var f readFlags
+	fs := newFlagSet("jobs " + verb)
+	f.register(fs)
+	pos, err := parseArgs(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) == 0 {
+		return usagef("%s takes one or more job IDs", verb)
+	}
+	ids, err := parseIDs(pos)
+	if err != nil {
+		return err
+	}
+	if err := f.check(); err != nil {
+		return err
+	}
+	pool, client, err := f.connect(ctx)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+
+	res := controlResult{Done: []int64{}, Unchanged: []int64{}, Requested: []int64{}, Running: []int64{}, NotFound: []int64{}}
+	switch verb {
+	case "retry":
+		m, err := client.JobRetryMany(ctx, ids)
+		if err != nil {
+			return err
+		}
+		res.Done, res.Unchanged, res.Running, res.NotFound = orEmpty(m.Changed), orEmpty(m.Unchanged), orEmpty(m.Running), orEmpty(m.NotFound)
+	case "delete":
+		m, err := client.JobDeleteMany(ctx, ids)
+		if err != nil {
+			return err
+		}
+		res.Done, res.Running, res.NotFound = orEmpty(m.Changed), orEmpty(m.Running), orEmpty(m.NotFound)
+	case "cancel":
+		for _, id := range ids {
+			job, err := client.JobCancel(ctx, id)
+			switch {
+			case errors.Is(err, pgqueue.ErrJobNotFound):
+				res.NotFound = append(res.NotFound, id)
+			case err != nil:
+				return err
+			case job.State == pgqueue.StateRunning:
+				res.Requested = append(res.Requested, id)
+			case job.State == pgqueue.StateCancelled: // now, or before this call
+				res.Done = append(res.Done, id)
+			default:
+				res.Unchanged = append(res.Unchanged, id)
+			}
+		}
+	}
+	if f.json {
+		if err := writeJSON(stdout, res); err != nil {
+			return err
+		}
+	} else {
+		done := map[string]string{"retry": "retried", "cancel": "cancelled", "delete": "deleted"}[verb]
+		unchanged := map[string]string{"retry": "already available", "cancel": "already completed or discarded, unchanged"}[verb]
+		printIDs(stdout, done, res.Done)
+		printIDs(stdout, unchanged, res.Unchanged)
+		printIDs(stdout, "running, cancel requested (its worker stops it)", res.Requested)
+		printIDs(stdout, "running, refused (cancel it first)", res.Running)
+		printIDs(stdout, "not found", res.NotFound)
+	}
+	switch {
+	case len(res.NotFound) > 0:
+		return &notFoundError{fmt.Sprintf("%d of %d jobs not found", len(res.NotFound), len(ids))}
+	case len(res.Running) > 0:
+		return &refusedError{fmt.Sprintf("%d of %d jobs running, refused", len(res.Running), len(ids))}
+	}
+	return nil
+}
+
+func orEmpty(ids []int64) []int64 {
+	if ids == nil {
+		return []int64{}
+	}
+	return ids
+}
+
+func printIDs(w io.Writer, label string, ids []int64) {
+	if len(ids) == 0 {
+		return
+	}
+	s := make([]string, len(ids))
+	for i, id := range ids {
+		s[i] = strconv.FormatInt(id, 10)
+	}
+	fmt.Fprintf(w, "%s: %s\n", label, strings.Join(s, " "))
+}
