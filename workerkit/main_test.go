@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+	"go.uber.org/goleak"
 
 	"github.com/pgqueue/pgqueue"
 	"github.com/pgqueue/pgqueue/internal/pgtest"
@@ -23,7 +24,7 @@ func TestMain(m *testing.M) {
 		childMain()
 		return
 	}
-	os.Exit(pgtest.Main(m, func(ctx context.Context, connString string) error {
+	code := pgtest.Main(m, func(ctx context.Context, connString string) error {
 		pool, err := pgxpool.New(ctx, connString)
 		if err != nil {
 			return err
@@ -31,7 +32,15 @@ func TestMain(m *testing.M) {
 		defer pool.Close()
 		_, err = pgqueue.Migrate(ctx, pool, "")
 		return err
-	}))
+	})
+	// Run, called in process, must leave nothing behind.
+	if code == 0 {
+		if err := goleak.Find(); err != nil {
+			fmt.Fprintln(os.Stderr, "goroutine leak:", err)
+			code = 1
+		}
+	}
+	os.Exit(code)
 }
 
 // blockArgs is a job that runs until the file File exists, or until its
