@@ -18,6 +18,7 @@ type claimer struct {
 	base     context.Context
 	jobLease time.Duration
 	clientID string
+	obs      *Observer // nil for none
 }
 
 // claim takes up to limit available jobs of queue, each with a new fence
@@ -32,6 +33,9 @@ func (c *claimer) claim(queue string, limit int) ([]*JobRow, error) {
 	jobs, err := collectJobRows(rows)
 	if err != nil {
 		return nil, dbError("claim "+queue, err)
+	}
+	if c.obs != nil && c.obs.Claimed != nil && len(jobs) > 0 {
+		c.obs.Claimed(queue, len(jobs))
 	}
 	return jobs, nil
 }

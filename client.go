@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -135,8 +136,10 @@ func (c *Client) Start(ctx context.Context) error {
 		finishQuery = c.testHooks.finishQuery
 	}
 	s.completer = newCompleter(base, finishQuery, c.q, outcomes, c.log, cfg.CompleteBatchSize, cfg.CompleteBatchDelay, cfg.JobLease)
+	s.completer.obs = cfg.Observer
 	go s.completer.run()
 	s.heartbeats = newHeartbeater(base, c.pool, c.q, active, c.log, cfg.HeartbeatInterval, cfg.JobLease)
+	s.heartbeats.obs = cfg.Observer
 	go s.heartbeats.run()
 
 	exec := &executor{
@@ -147,6 +150,7 @@ func (c *Client) Start(ctx context.Context) error {
 		stopping:  jobs,
 		jobParent: context.WithoutCancel(jobs),
 		log:       c.log,
+		obs:       cfg.Observer,
 		retry:     cfg.RetryPolicy,
 		jobContext: func(ctx context.Context, j *activeJob) context.Context {
 			return withJobContext(ctx, c, j)
@@ -156,7 +160,7 @@ func (c *Client) Start(ctx context.Context) error {
 		unknownKindMaxTries: cfg.UnknownKindMaxTries,
 		middleware:          cfg.WorkMiddleware, errorHandler: cfg.ErrorHandler,
 	}
-	claims := &claimer{pool: c.pool, q: c.q, base: base, jobLease: cfg.JobLease, clientID: cfg.ID}
+	claims := &claimer{pool: c.pool, q: c.q, base: base, jobLease: cfg.JobLease, clientID: cfg.ID, obs: cfg.Observer}
 	for name, qc := range cfg.Queues {
 		p := newProducer(name, qc.MaxWorkers, claims, exec, cfg.Workers, c.log, cfg.ClaimBatchDelay, c.testHooks.claimAged)
 		s.producers[name] = p
@@ -178,6 +182,7 @@ func (c *Client) Start(ctx context.Context) error {
 		go func() { defer s.loops.Done(); poll.run(fetch) }()
 	}
 	if len(s.producers) > 0 && !cfg.PollOnly {
+		var listenLost atomic.Bool
 		s.notifier, err = notifier.Start(fetch, notifier.Config{
 			ConnConfig: c.pool.Config().ConnConfig.Copy(),
 			Channels:   []string{c.channel, c.control},
@@ -190,11 +195,17 @@ func (c *Client) Start(ctx context.Context) error {
 			},
 			// Notifications sent while disconnected are lost: look again.
 			OnConnect: func() {
+				if listenLost.Swap(false) {
+					c.log.Info("pgqueue: listen connection regained")
+				}
 				for _, p := range s.producers {
 					p.wake()
 				}
 			},
-			OnError: func(err error) { c.log.Warn("pgqueue: listen connection failed; polling meanwhile", "err", err) },
+			OnError: func(err error) {
+				listenLost.Store(true)
+				c.log.Warn("pgqueue: listen connection failed; polling meanwhile", "err", err)
+			},
 		})
 		if err != nil {
 			cancelFetch()
@@ -206,11 +217,13 @@ func (c *Client) Start(ctx context.Context) error {
 		}
 	}
 	leader := &maintenance{
-		elector: elector,
-		log:     c.log,
+		elector:   elector,
+		log:       c.log,
+		obs:       cfg.Observer,
+		queueList: c.QueueList,
 		scheduler: &scheduler{pool: c.pool, q: c.q, log: c.log, base: base, channel: c.channel,
 			interval: cfg.SchedulerInterval, wake: c.wake},
-		rescuer: &rescuer{pool: c.pool, q: c.q, log: c.log, base: base, retry: cfg.RetryPolicy,
+		rescuer: &rescuer{pool: c.pool, q: c.q, log: c.log, obs: cfg.Observer, clientID: cfg.ID, base: base, retry: cfg.RetryPolicy,
 			interval: cfg.RescueInterval, beforeWrite: c.testHooks.beforeRescueWrite},
 		pruner: &pruner{pool: c.pool, q: c.q, log: c.log, interval: cfg.PruneInterval,
 			completed: cfg.CompletedJobRetention, cancelled: cfg.CancelledJobRetention, discarded: cfg.DiscardedJobRetention},

@@ -45,6 +45,7 @@ type completer struct {
 	q        *queries
 	outcomes *outcomeReader
 	log      *slog.Logger
+	obs      *Observer
 	// base is the parent of its writes, detached from Stop.
 	base context.Context
 	// giveUp is how long a batch whose writes keep failing is retried: a
@@ -72,6 +73,7 @@ func newCompleter(base context.Context, query func(ctx context.Context, sql stri
 		q:        q,
 		outcomes: outcomes,
 		log:      log,
+		obs:      &Observer{},
 		base:     base,
 		giveUp:   giveUp,
 		in:       make(chan result, limit*4),
@@ -155,6 +157,9 @@ func (k *completer) run() {
 				batch = append(batch, r)
 			case <-timer.C:
 				break gather
+			case <-k.quit:
+				// Stop writes at once; it does not wait out the delay.
+				break gather
 			}
 		}
 		timer.Stop()
@@ -182,7 +187,7 @@ func (k *completer) write(batch []result) {
 		updated, err := k.exec(pending)
 		switch {
 		case err == nil:
-			k.reportLost(pending, updated)
+			k.reportWritten(pending, updated)
 			return
 		case isServerError(err):
 			// The server answered: the statement failed and changed nothing.
@@ -266,19 +271,37 @@ func (k *completer) unfinished(batch []result) (left []result, ok bool) {
 		case outcomePending:
 			left = append(left, r)
 		case outcomeLost:
-			k.log.Warn("pgqueue: job result refused", "job", r.row.ID, "kind", r.row.Kind, "fence", r.row.Fence, "err", ErrJobLeaseLost)
+			k.refused(r)
 		}
 	}
 	return left, true
 }
 
-// reportLost logs the jobs of a written batch that the statement did not
-// update: they had lost their claim.
-func (k *completer) reportLost(batch []result, updated map[int64]bool) {
-	for _, r := range batch {
-		if !updated[r.row.ID] {
-			k.log.Warn("pgqueue: job result refused", "job", r.row.ID, "kind", r.row.Kind, "fence", r.row.Fence, "err", ErrJobLeaseLost)
+// reportWritten tells the observer about a written batch, and logs the
+// jobs the statement did not update: they had lost their claim.
+func (k *completer) reportWritten(batch []result, updated map[int64]bool) {
+	recorded := k.obs.Recorded
+	for i := range batch {
+		r := &batch[i]
+		switch {
+		case !updated[r.row.ID]:
+			k.refused(*r)
+		case recorded != nil:
+			recorded(r.row, resultOf(r))
 		}
+	}
+	if f := k.obs.Written; f != nil {
+		f(len(batch))
+	}
+}
+
+// refused reports a result the job's fence refused: the job was taken
+// over (rescued, or retried by hand) while this attempt ran.
+func (k *completer) refused(r result) {
+	k.log.Warn("pgqueue: job result refused", "job", r.row.ID, "kind", r.row.Kind, "queue", r.row.Queue,
+		"fence", r.row.Fence, "attempt", r.row.Attempt, "op", r.op, "err", ErrJobLeaseLost)
+	if f := k.obs.Refused; f != nil {
+		f(r.row, "result")
 	}
 }
 

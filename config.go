@@ -247,6 +247,10 @@ type Config struct {
 
 	// Logger receives the client's logs. Default: slog.Default().
 	Logger *slog.Logger
+
+	// Observer, if set, is told of claims, written results, refused
+	// writes, rescues and queue counts (see Observer). Default none.
+	Observer *Observer
 }
 
 // withDefaults returns a copy of c with the defaults filled in, validated.
@@ -290,13 +294,21 @@ func (c *Config) withDefaults() (*Config, error) {
 	if out.Logger == nil {
 		out.Logger = slog.Default()
 	}
+	// The client keeps its own copy, never nil, so its loops test each
+	// function alone.
+	obs := Observer{}
+	if out.Observer != nil {
+		obs = *out.Observer
+	}
+	obs.QueuesInterval = cmp.Or(obs.QueuesInterval, DefaultObserverQueuesInterval)
+	out.Observer = &obs
 	if err := sqlschema.Validate(out.Schema); err != nil {
 		return nil, err
 	}
 	for _, d := range []struct {
 		name string
 		v    time.Duration
-	}{{"JobLease", out.JobLease}, {"HeartbeatInterval", out.HeartbeatInterval}, {"RescueInterval", out.RescueInterval}, {"FetchPollInterval", out.FetchPollInterval}, {"SchedulerInterval", out.SchedulerInterval}, {"UnknownKindDelay", out.UnknownKindDelay}, {"CancelGrace", out.CancelGrace}, {"LeaderTTL", out.LeaderTTL}, {"SingletonRetryDelay", out.SingletonRetryDelay}} {
+	}{{"JobLease", out.JobLease}, {"HeartbeatInterval", out.HeartbeatInterval}, {"RescueInterval", out.RescueInterval}, {"FetchPollInterval", out.FetchPollInterval}, {"SchedulerInterval", out.SchedulerInterval}, {"UnknownKindDelay", out.UnknownKindDelay}, {"CancelGrace", out.CancelGrace}, {"LeaderTTL", out.LeaderTTL}, {"SingletonRetryDelay", out.SingletonRetryDelay}, {"Observer.QueuesInterval", out.Observer.QueuesInterval}} {
 		if d.v < 0 {
 			return nil, fmt.Errorf("%w: %s must not be negative, got %s", ErrInvalidOption, d.name, d.v)
 		}

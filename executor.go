@@ -21,6 +21,10 @@ type claimedJob struct {
 	decodeErr error
 	// middleware is the client's work middleware, outside the worker's.
 	middleware []WorkMiddleware
+	// handlerCtx is the context the handler got, with what middleware
+	// added (a span): the job's log records use it, so trace ids reach
+	// them. Nil when no handler ran.
+	handlerCtx context.Context
 }
 
 // executor runs claimed jobs: it gives each a context, a timeout and the
@@ -39,6 +43,7 @@ type executor struct {
 	// without its cancellation, which the registry passes on instead.
 	jobParent context.Context
 	log       *slog.Logger
+	obs       *Observer
 	retry     RetryPolicy
 	// jobContext adds to a job's context what handlers read back from it
 	// (ClientFromContext, RecordOutput).
@@ -115,6 +120,9 @@ func (e *executor) execute(cj *claimedJob) {
 	switch {
 	case job.completedInTx.Load() && e.outcomes.landed(row):
 		// The handler's CompleteTx committed: nothing left to write.
+		if f := e.obs.Recorded; f != nil {
+			f(row, ResultCompleted)
+		}
 	case job.lost.Load():
 		// A heartbeat found the claim gone; a write would be refused.
 		e.log.Warn("pgqueue: job result dropped, lease lost", "job", row.ID, "kind", row.Kind, "fence", row.Fence, "err", err)
@@ -128,18 +136,54 @@ func (e *executor) execute(cj *claimedJob) {
 		if !errors.Is(err, ErrJobCancelled) {
 			msg = fmt.Sprintf("%v: %v", ErrJobCancelled, err)
 		}
+		e.log.InfoContext(cj.logContext(ctx), "pgqueue: job cancelled", "job", row.ID, "kind", row.Kind, "queue", row.Queue,
+			"attempt", row.Attempt, "requested", true, "err", msg)
 		record(result{row: row, op: opCancel, err: &msg})
 	case e.stopping.Err() != nil:
 		// Cancelled because the client is stopping: not the job's fault.
 		record(result{row: row, op: opRelease})
 	case errors.As(err, &cancelErr):
 		msg := cancelErr.err.Error()
+		e.log.InfoContext(cj.logContext(ctx), "pgqueue: job cancelled", "job", row.ID, "kind", row.Kind, "queue", row.Queue,
+			"attempt", row.Attempt, "requested", false, "err", msg)
 		record(result{row: row, op: opCancel, err: &msg})
 	case errors.As(err, &snoozeErr):
 		record(result{row: row, op: opSnooze, delay: snoozeErr.after})
 	default:
-		record(e.failure(ctx, row, w, err, trace))
+		r := e.failure(ctx, row, w, err, trace)
+		e.logFailure(cj.logContext(ctx), row, err, &r)
+		record(r)
 	}
+}
+
+// logContext is the context a job's log records take: the handler's, if
+// it ran, else the job's.
+func (cj *claimedJob) logContext(ctx context.Context) context.Context {
+	if cj.handlerCtx != nil {
+		return cj.handlerCtx
+	}
+	return ctx
+}
+
+// logFailure logs a failed attempt: Info when the job will be retried (a
+// healthy system has some), Warn when it is discarded, Error with the
+// stack when the handler panicked.
+func (e *executor) logFailure(ctx context.Context, row *JobRow, err error, r *result) {
+	attrs := []slog.Attr{slog.Int64("job", row.ID), slog.String("kind", row.Kind), slog.String("queue", row.Queue),
+		slog.Int("attempt", row.Attempt), slog.Int("max_attempts", row.MaxAttempts), slog.Any("err", err)}
+	res := resultOf(r)
+	if res == ResultRetried {
+		attrs = append(attrs, slog.Duration("retry_in", r.delay))
+	}
+	msg, level := "pgqueue: job failed; retrying", slog.LevelInfo
+	if res == ResultDiscarded {
+		msg, level = "pgqueue: job failed; discarded", slog.LevelWarn
+	}
+	if pe, ok := errors.AsType[*PanicError](err); ok {
+		msg, level = "pgqueue: job panicked", slog.LevelError
+		attrs = append(attrs, slog.String("result", string(res)), slog.String("stack", pe.Stack))
+	}
+	e.log.LogAttrs(ctx, level, msg, attrs...)
 }
 
 // failure is the result of a failed attempt: the worker's retry policy
@@ -236,5 +280,6 @@ func callHandler(ctx context.Context, cj *claimedJob, grant lockGrant) (err erro
 			err = newPanicError(r)
 		}
 	}()
+	cj.handlerCtx = ctx
 	return cj.w.work(ctx, cj.job, grant)
 }

@@ -29,6 +29,7 @@ type heartbeater struct {
 	q      *queries
 	active *activeJobs
 	log    *slog.Logger
+	obs    *Observer
 	// base is the parent of its writes, detached from Stop: heartbeats go
 	// on while running jobs finish during Stop.
 	base     context.Context
@@ -39,7 +40,7 @@ type heartbeater struct {
 }
 
 func newHeartbeater(base context.Context, pool *pgxpool.Pool, q *queries, active *activeJobs, log *slog.Logger, interval, jobLease time.Duration) *heartbeater {
-	return &heartbeater{pool: pool, q: q, active: active, log: log, base: base, interval: interval, jobLease: jobLease,
+	return &heartbeater{pool: pool, q: q, active: active, log: log, obs: &Observer{}, base: base, interval: interval, jobLease: jobLease,
 		quit: make(chan struct{}), done: make(chan struct{})}
 }
 
@@ -122,7 +123,11 @@ func (h *heartbeater) heartbeat(jobs []*activeJob) error {
 		}
 		j.lost.Store(true)
 		j.cancel(ErrJobLeaseLost)
-		h.log.Warn("pgqueue: lease lost", "job", j.row.ID, "kind", j.row.Kind, "fence", j.row.Fence)
+		h.log.Warn("pgqueue: lease lost", "job", j.row.ID, "kind", j.row.Kind, "fence", j.row.Fence,
+			"queue", j.row.Queue, "attempt", j.row.Attempt)
+		if f := h.obs.Refused; f != nil {
+			f(j.row, "heartbeat")
+		}
 	}
 	return nil
 }

@@ -2,6 +2,7 @@ package pgqueue
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"sync"
 
@@ -24,6 +25,10 @@ type maintenance struct {
 	rescuer   *rescuer
 	pruner    *pruner
 	periodic  *periodicEnqueuer
+	// obs gets the queues' counts every obs.QueuesInterval, read with
+	// queueList, while this client leads.
+	obs       *Observer
+	queueList func(ctx context.Context) ([]*QueueInfo, error)
 }
 
 // run campaigns until ctx (the client's fetch context) ends.
@@ -33,8 +38,18 @@ func (m *maintenance) run(ctx context.Context) {
 
 // lead runs the tasks for one term, until ctx ends.
 func (m *maintenance) lead(ctx context.Context, term int64) {
-	m.log.Debug("pgqueue: leading maintenance", "term", term)
+	m.log.InfoContext(ctx, "pgqueue: leading maintenance", "term", term)
+	defer func() {
+		if cause := context.Cause(ctx); errors.Is(cause, pglock.ErrLost) {
+			m.log.WarnContext(ctx, "pgqueue: maintenance leadership lost", "term", term, "err", cause)
+		} else {
+			m.log.InfoContext(ctx, "pgqueue: maintenance leadership ended", "term", term)
+		}
+	}()
 	tasks := []func(context.Context){m.scheduler.run, m.rescuer.run, m.pruner.run}
+	if m.obs != nil && m.obs.Queues != nil {
+		tasks = append(tasks, m.reportQueues)
+	}
 	// The periodic jobs' runs on start are once per term.
 	tasks = append(tasks, func(ctx context.Context) { m.periodic.run(ctx, term) })
 	var wg sync.WaitGroup
@@ -43,4 +58,23 @@ func (m *maintenance) lead(ctx context.Context, term int64) {
 		go func() { defer wg.Done(); task(ctx) }()
 	}
 	wg.Wait()
+}
+
+// reportQueues hands the queues' counts to the observer every interval
+// of the term (QueueList reads them from partial indexes: cheap however
+// many finished jobs the table holds), then nil: another client reports
+// them now.
+func (m *maintenance) reportQueues(ctx context.Context) {
+	report := func() {
+		qctx, cancel := context.WithTimeout(ctx, writeTimeout)
+		defer cancel()
+		if qs, err := m.queueList(qctx); err == nil {
+			m.obs.Queues(qs)
+		} else if ctx.Err() == nil {
+			m.log.WarnContext(ctx, "pgqueue: reading queue counts for the observer failed", "err", err)
+		}
+	}
+	report()
+	every(ctx, m.obs.QueuesInterval, report)
+	m.obs.Queues(nil)
 }

@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
@@ -16,6 +17,9 @@ type rescuer struct {
 	pool *pgxpool.Pool
 	q    *queries
 	log  *slog.Logger
+	obs  *Observer // nil for none
+	// clientID names the rescuing client in the log.
+	clientID string
 	// base is the parent of its writes, detached from Stop.
 	base     context.Context
 	retry    RetryPolicy
@@ -32,9 +36,9 @@ func (r *rescuer) run(ctx context.Context) {
 		n, err := r.rescue(rescueBatch)
 		switch {
 		case err != nil:
-			r.log.Error("pgqueue: rescue failed", "err", err)
+			r.log.ErrorContext(ctx, "pgqueue: rescue failed", "err", err)
 		case n > 0:
-			r.log.Info("pgqueue: rescued jobs with expired leases", "jobs", n)
+			r.log.InfoContext(ctx, "pgqueue: rescued jobs with expired leases", "jobs", n, "by", r.clientID)
 		}
 	})
 }
@@ -71,9 +75,21 @@ func (r *rescuer) rescue(limit int) (int, error) {
 	if r.beforeWrite != nil {
 		r.beforeWrite(ids)
 	}
-	tag, err := r.pool.Exec(ctx, r.q.rescue, oneShotPlan, ids, fences, delays)
+	rows, err = r.pool.Query(ctx, r.q.rescue, oneShotPlan, ids, fences, delays)
 	if err != nil {
 		return 0, dbError("rescue", err)
 	}
-	return int(tag.RowsAffected()), nil
+	var j RescuedJob
+	n, err := pgx.ForEachRow(rows, []any{&j.ID, &j.Queue, &j.Kind, &j.Holder, &j.State}, func() error {
+		r.log.WarnContext(ctx, "pgqueue: job rescued: lease expired", "job", j.ID, "kind", j.Kind, "queue", j.Queue,
+			"holder", j.Holder, "by", r.clientID, "state", j.State)
+		if r.obs != nil && r.obs.Rescued != nil {
+			r.obs.Rescued(j)
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, dbError("rescue", err)
+	}
+	return int(n.RowsAffected()), nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sync"
 	"time"
 
@@ -258,7 +259,7 @@ func (x *LeaseLocker) TryLock(ctx context.Context) (locks.Lock, error) {
 	if err != nil {
 		return nil, err
 	}
-	r := &RenewedLease{lease: lease, opts: x.opts, stop: make(chan struct{}), done: make(chan struct{})}
+	r := &RenewedLease{lease: lease, opts: x.opts, log: x.l.log, stop: make(chan struct{}), done: make(chan struct{})}
 	r.ctx, r.cancel = context.WithCancelCause(context.WithoutCancel(ctx))
 	go r.renew()
 	return r, nil
@@ -268,6 +269,7 @@ func (x *LeaseLocker) TryLock(ctx context.Context) (locks.Lock, error) {
 type RenewedLease struct {
 	lease  *LeaseLock
 	opts   LeaseLockerOpts
+	log    *slog.Logger
 	ctx    context.Context
 	cancel context.CancelCauseFunc
 	stop   chan struct{} // closed by Release
@@ -298,7 +300,7 @@ func (r *RenewedLease) renew() {
 		case <-r.stop:
 			return
 		case <-stopAt.C:
-			r.cancel(fmt.Errorf("lease lock %q fence %d: about to expire unrenewed: %w", r.lease.Name(), r.lease.Fence(), ErrLost))
+			r.lost(fmt.Errorf("lease lock %q fence %d: about to expire unrenewed: %w", r.lease.Name(), r.lease.Fence(), ErrLost))
 			return
 		case <-tick.C:
 		}
@@ -314,11 +316,17 @@ func (r *RenewedLease) renew() {
 		case err == nil:
 			stopAt.Reset(time.Until(r.lease.ValidUntil().Add(-r.opts.SafetyMargin)))
 		case errors.Is(err, ErrLost):
-			r.cancel(err)
+			r.lost(err)
 			return
 		}
 		// Other errors: try again at the next tick, until stopAt.
 	}
+}
+
+// lost ends the lock's context with err, which wraps ErrLost.
+func (r *RenewedLease) lost(err error) {
+	r.log.Warn("pglock: lease lock lost", "lease", r.lease.Name(), "fence", r.lease.Fence(), "err", err)
+	r.cancel(err)
 }
 
 // Release stops the renewals and ends the lease at once so another holder

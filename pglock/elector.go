@@ -101,7 +101,12 @@ func (e *Elector) Run(ctx context.Context, lead func(ctx context.Context, term i
 
 // serve runs one term.
 func (e *Elector) serve(ctx context.Context, lease *LeaseLock, lead func(ctx context.Context, term int64)) {
+	e.l.log.InfoContext(ctx, "pglock: leadership gained", "lease", e.name, "holder", e.cfg.Holder, "term", lease.Fence())
 	termCtx, end := context.WithCancelCause(ctx)
+	lost := func(err error) {
+		e.l.log.WarnContext(ctx, "pglock: leadership lost", "lease", e.name, "holder", e.cfg.Holder, "term", lease.Fence(), "err", err)
+		end(err)
+	}
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -121,6 +126,7 @@ func (e *Elector) serve(ctx context.Context, lease *LeaseLock, lead func(ctx con
 			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), e.cfg.RenewInterval)
 			_ = lease.Release(rctx)
 			cancel()
+			e.l.log.InfoContext(ctx, "pglock: leadership resigned", "lease", e.name, "holder", e.cfg.Holder, "term", lease.Fence())
 			return
 		case <-done:
 			// lead returned on its own: give the term up.
@@ -130,7 +136,7 @@ func (e *Elector) serve(ctx context.Context, lease *LeaseLock, lead func(ctx con
 			cancel()
 			return
 		case <-stopAt.C:
-			end(fmt.Errorf("leader %q term %d: lease about to expire unrenewed: %w", e.name, lease.Fence(), ErrLost))
+			lost(fmt.Errorf("leader %q term %d: lease about to expire unrenewed: %w", e.name, lease.Fence(), ErrLost))
 			<-done
 			return
 		case <-renew.C:
@@ -147,7 +153,7 @@ func (e *Elector) serve(ctx context.Context, lease *LeaseLock, lead func(ctx con
 			case err == nil:
 				stopAt.Reset(time.Until(lease.ValidUntil().Add(-e.cfg.SafetyMargin)))
 			case errors.Is(err, ErrLost):
-				end(err)
+				lost(err)
 				<-done
 				return
 			case ctx.Err() == nil: // else Run is ending: resign next

@@ -6,7 +6,8 @@
 -- own commit or abort settles that job, and the next round sees it again.
 -- A rescued job gets a new fence at once: whatever its old holder writes
 -- later is refused. A job JobCancel asked to cancel ends cancelled, its
--- holder gone before it could.
+-- holder gone before it could. Each rescued job is returned, with the
+-- client whose lease expired (worker_id is left as it was), for the log.
 WITH r AS (
     SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::bigint[]) AS r(id, fence, delay)
 ), free AS (
@@ -29,3 +30,4 @@ SET errors = j.errors || jsonb_build_object('attempt', j.attempt, 'at', now(),
 FROM r
 WHERE j.id = ANY (ARRAY(SELECT id FROM free)) AND j.id = r.id AND j.fence = r.fence
   AND j.state = 'running' AND j.lease_until < now()
+RETURNING j.id, j.queue, j.kind, coalesce(j.worker_id, ''), j.state

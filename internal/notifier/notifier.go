@@ -33,7 +33,18 @@ type Config struct {
 	// pinged, so a connection that died without a word is noticed.
 	// Default 30s.
 	PingInterval time.Duration
+	// StableAfter is how long a connection must have stayed up for the
+	// next reconnection to start again from the shortest wait: a server
+	// that accepts and drops at once still gets the growing waits.
+	// Default 1s.
+	StableAfter time.Duration
+
+	// waited, a test hook, is told each wait before a reconnection.
+	waited func(time.Duration)
 }
+
+// minBackoff is the first wait before reconnecting.
+const minBackoff = 50 * time.Millisecond
 
 // Notifier is a running LISTEN loop.
 type Notifier struct {
@@ -55,6 +66,9 @@ func Start(ctx context.Context, cfg Config) (*Notifier, error) {
 	}
 	if cfg.PingInterval <= 0 {
 		cfg.PingInterval = 30 * time.Second
+	}
+	if cfg.StableAfter <= 0 {
+		cfg.StableAfter = time.Second
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	n := &Notifier{cfg: cfg, cancel: cancel, done: make(chan struct{})}
@@ -83,15 +97,24 @@ func (n *Notifier) setConnected(v bool) {
 
 func (n *Notifier) run(ctx context.Context) {
 	defer close(n.done)
-	backoff := 50 * time.Millisecond
+	backoff := minBackoff
 	for ctx.Err() == nil {
-		err := n.listen(ctx)
+		var up time.Time
+		err := n.listen(ctx, &up)
 		n.setConnected(false)
 		if ctx.Err() != nil {
 			return
 		}
 		if err != nil && n.cfg.OnError != nil {
 			n.cfg.OnError(err)
+		}
+		if !up.IsZero() && time.Since(up) >= n.cfg.StableAfter {
+			// A connection that served a while says nothing about the
+			// next one: do not make it wait for the drops of long ago.
+			backoff = minBackoff
+		}
+		if n.cfg.waited != nil {
+			n.cfg.waited(backoff)
 		}
 		t := time.NewTimer(backoff)
 		select {
@@ -104,8 +127,9 @@ func (n *Notifier) run(ctx context.Context) {
 	}
 }
 
-// listen holds one connection until it fails or ctx ends.
-func (n *Notifier) listen(ctx context.Context) error {
+// listen holds one connection until it fails or ctx ends. It sets up to
+// when the connection started listening.
+func (n *Notifier) listen(ctx context.Context, up *time.Time) error {
 	conn, err := pgx.ConnectConfig(ctx, n.cfg.ConnConfig)
 	if err != nil {
 		return err
@@ -121,6 +145,7 @@ func (n *Notifier) listen(ctx context.Context) error {
 		}
 	}
 	n.setConnected(true)
+	*up = time.Now()
 	if n.cfg.OnConnect != nil {
 		n.cfg.OnConnect()
 	}
