@@ -59,7 +59,13 @@ func (c *Client) queueControl(ctx context.Context, db interface {
 	} else {
 		_, err = db.Exec(ctx, c.q.queueResume, name, c.channel)
 	}
-	return dbError(op, err)
+	if err != nil {
+		return dbError(op, err)
+	}
+	// An operator's act that changes every client's work: worth a record.
+	_, inTx := db.(pgx.Tx)
+	c.log.InfoContext(ctx, "pgqueue: queue "+verb+"d", "queue", name, "in_tx", inTx)
+	return nil
 }
 
 // QueueInfo is a queue as QueueList sees it.
