@@ -7,19 +7,23 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/pgqueue/pgqueue"
+	"github.com/pgqueue/pgqueue/integration/proxy"
 	"github.com/pgqueue/pgqueue/internal/pgtest"
 )
 
@@ -355,6 +359,35 @@ func TestProcess(t *testing.T) {
 		c.signal(syscall.SIGTERM)
 		if code := c.wait(30 * time.Second); code != 0 {
 			t.Fatalf("exit code %d\n%s", code, c.logs())
+		}
+	})
+
+	t.Run("ReadyzFollowsTheDatabase", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		cfg, err := pgx.ParseConfig(b.url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		px, err := proxy.New(net.JoinHostPort(cfg.Host, strconv.Itoa(int(cfg.Port))))
+		if err != nil {
+			t.Fatal(err)
+		}
+		url, err := px.ConnString(b.url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := startChild(t, url, "--http-addr", "127.0.0.1:0", "--connect-timeout", "1s", "--shutdown-timeout", "1s")
+		c.waitStatus("/readyz", http.StatusOK)
+		// The database goes away: no new connection, every open one cut.
+		if err := px.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if body := c.waitStatus("/readyz", http.StatusServiceUnavailable); !strings.HasPrefix(body, "database unreachable") {
+			t.Errorf("/readyz: %q", body)
+		}
+		if code, _ := c.get("/healthz"); code != http.StatusOK {
+			t.Errorf("/healthz: %d, want 200: the process lives on", code)
 		}
 	})
 
