@@ -38,7 +38,11 @@ func TestCompleteTx(t *testing.T) {
 	}
 	run := func(t *testing.T, c *pgqueue.Client) {
 		must(t, c.Start(ctx))
-		t.Cleanup(func() { must(t, c.Stop(ctx)) })
+		t.Cleanup(func() {
+			if err := c.Stop(ctx); err != nil && !errors.Is(err, pgqueue.ErrNotStarted) {
+				t.Error(err)
+			}
+		})
 	}
 
 	t.Run("EffectAndCompletionCommitTogether", func(t *testing.T) {
@@ -63,7 +67,9 @@ func TestCompleteTx(t *testing.T) {
 		must(t, err)
 		run(t, c)
 		waitState(t, pool, row.ID, "completed")
-		time.Sleep(300 * time.Millisecond)
+		// Stop returns once every result is written: a second completion
+		// would have landed by then.
+		must(t, c.Stop(ctx))
 		if n := updatesTo(t, pool, row.ID, "completed"); n != 1 {
 			t.Fatalf("job completed %d times, want once", n)
 		}
@@ -105,6 +111,7 @@ func TestCompleteTx(t *testing.T) {
 	t.Run("StaleFenceIsRefused", func(t *testing.T) {
 		t.Parallel()
 		got := make(chan error, 1)
+		checked := make(chan struct{})
 		pool, c := setup(t, func(c *pgqueue.Client, pool *pgxpool.Pool) func(ctx context.Context, job *pgqueue.Job[effectArgs]) error {
 			return func(ctx context.Context, job *pgqueue.Job[effectArgs]) error {
 				// Someone took the job over while this handler ran.
@@ -120,7 +127,13 @@ func TestCompleteTx(t *testing.T) {
 					return err
 				}
 				err = c.CompleteTx(ctx, tx, job.JobRow)
+				if err == nil {
+					err = tx.Commit(ctx)
+				}
 				got <- err
+				// The row is read before this handler's own result (a
+				// failure, refused too) is sent.
+				<-checked
 				return err
 			}
 		})
@@ -132,8 +145,10 @@ func TestCompleteTx(t *testing.T) {
 		}
 		var effects int
 		must(t, pool.QueryRow(ctx, "SELECT count(*) FROM effects").Scan(&effects))
-		if effects != 0 || readJob(t, pool, row.ID).state != "running" {
-			t.Fatal("stale completion had an effect")
+		s := readJob(t, pool, row.ID)
+		close(checked)
+		if effects != 0 || s.state != "running" {
+			t.Fatalf("stale completion had an effect: %d effects, state %s", effects, s.state)
 		}
 	})
 }

@@ -56,9 +56,10 @@ func TestUnknownCommitOutcome(t *testing.T) {
 			row, err := c.Enqueue(ctx, noteArgs{}, nil)
 			must(t, err)
 			must(t, c.Start(ctx))
-			defer c.Stop(ctx)
 			waitState(t, pool, row.ID, "completed")
-			time.Sleep(300 * time.Millisecond)
+			// Stop returns once every result is written or given up: a
+			// second completion would have landed by then.
+			must(t, c.Stop(ctx))
 			if n := updatesTo(t, pool, row.ID, "completed"); n != 1 {
 				t.Fatalf("completed %d times, want exactly once", n)
 			}
@@ -105,7 +106,13 @@ func TestBatchedResults(t *testing.T) {
 	waitFor(t, "all running", func() bool { return countJobs(t, pool, "state = 'running'") == 8 })
 	close(release)
 	waitFor(t, "seven completed", func() bool { return countJobs(t, pool, "state = 'completed'") == 7 })
-	time.Sleep(300 * time.Millisecond)
+	var id int64
+	must(t, pool.QueryRow(ctx, "SELECT id FROM pgqueue.jobs WHERE args->>'n' = '3'").Scan(&id))
+	// The batch was written and this job's result refused in it: only
+	// then is the row read.
+	waitFor(t, "the lost job reported", func() bool {
+		return strings.Contains(logs.String(), fmt.Sprintf(`msg="pgqueue: job result refused" job=%d `, id))
+	})
 	if n := countJobs(t, pool, "state = 'running' AND args->>'n' = '3'"); n != 1 {
 		t.Fatal("the taken-over job's stale result landed")
 	}
@@ -114,9 +121,43 @@ func TestBatchedResults(t *testing.T) {
 	if statements != 1 {
 		t.Fatalf("seven results written by %d transactions, want one batch", statements)
 	}
-	var id int64
-	must(t, pool.QueryRow(ctx, "SELECT id FROM pgqueue.jobs WHERE args->>'n' = '3'").Scan(&id))
 	if !strings.Contains(logs.String(), fmt.Sprintf("job=%d", id)) || !strings.Contains(logs.String(), "refused") {
 		t.Fatalf("lost job %d not reported:\n%s", id, logs.String())
+	}
+}
+
+// TestStopWritesPendingResultsAtOnce checks that Stop does not wait out
+// Config.CompleteBatchDelay: results gathered for a batch are written as
+// soon as Stop begins.
+func TestStopWritesPendingResultsAtOnce(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := newPool(t)
+	ran := make(chan struct{})
+	ws := pgqueue.NewWorkers()
+	must(t, pgqueue.AddWorkerFunc(ws, func(ctx context.Context, job *pgqueue.Job[noteArgs]) error {
+		close(ran)
+		return nil
+	}, nil))
+	c := newClient(t, pool, &pgqueue.Config{Workers: ws, Queues: map[string]pgqueue.QueueConfig{pgqueue.DefaultQueue: {MaxWorkers: 1}},
+		CompleteBatchDelay: time.Hour, FetchPollInterval: 50 * time.Millisecond})
+	row, err := c.Enqueue(ctx, noteArgs{}, nil)
+	must(t, err)
+	must(t, c.Start(ctx))
+	select {
+	case <-ran:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the job never ran")
+	}
+	stopped := make(chan error, 1)
+	go func() { stopped <- c.Stop(ctx) }()
+	select {
+	case err := <-stopped:
+		must(t, err)
+	case <-time.After(20 * time.Second):
+		t.Fatal("Stop waits out the hour-long batch delay")
+	}
+	if s := readJob(t, pool, row.ID); s.state != "completed" {
+		t.Fatalf("job %s after Stop, want completed", s.state)
 	}
 }

@@ -44,9 +44,31 @@ func TestCheckFenceTx(t *testing.T) {
 	if !errors.As(err, &pgErr) || pgErr.Code != "PQF01" {
 		t.Fatalf("SQLSTATE of %v", err)
 	}
-	// A token refused in a transaction never records its write.
+	// A token refused in a transaction never records its write: the
+	// write made before the check goes with the transaction, and the
+	// recorded token stays the highest.
+	_, err = pool.Exec(ctx, "CREATE TABLE invoices (id int, fence bigint)")
+	must(t, err)
 	tx, err := pool.Begin(ctx)
 	must(t, err)
 	defer tx.Rollback(ctx)
-	must(t, c.CheckFenceTx(ctx, tx, "other", 3))
+	_, err = tx.Exec(ctx, "INSERT INTO invoices VALUES (42, 8)")
+	must(t, err)
+	if err := c.CheckFenceTx(ctx, tx, "invoice:42", 8); !errors.Is(err, pgqueue.ErrStaleFence) {
+		t.Fatalf("stale token in a transaction: %v", err)
+	}
+	if err := tx.Commit(ctx); err == nil {
+		t.Fatal("a transaction whose fence check failed committed")
+	}
+	var writes int
+	var token int64
+	must(t, pool.QueryRow(ctx, "SELECT (SELECT count(*) FROM invoices), (SELECT token FROM pgqueue.fences WHERE resource = 'invoice:42')").Scan(&writes, &token))
+	if writes != 0 || token != 9 {
+		t.Fatalf("after a refused token: %d writes, recorded token %d (want 0 and 9)", writes, token)
+	}
+	// Another resource has tokens of its own.
+	tx2, err := pool.Begin(ctx)
+	must(t, err)
+	defer tx2.Rollback(ctx)
+	must(t, c.CheckFenceTx(ctx, tx2, "other", 3))
 }

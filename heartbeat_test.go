@@ -3,6 +3,8 @@ package pgqueue_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -39,9 +41,13 @@ func TestHeartbeat(t *testing.T) {
 		}
 	})
 
+	// The client drops the result itself, never sending it: the log says
+	// so, and only then is the row read. (The database's own refusal of a
+	// stale result is TestStaleWriteRefusedByFence's.)
 	t.Run("LostClaimCancelsHandlerAndDropsResult", func(t *testing.T) {
 		t.Parallel()
 		pool := newPool(t)
+		var logs testlog.Buffer
 		cause := make(chan error, 1)
 		ws := pgqueue.NewWorkers()
 		must(t, pgqueue.AddWorkerFunc(ws, func(ctx context.Context, job *pgqueue.Job[noteArgs]) error {
@@ -49,10 +55,10 @@ func TestHeartbeat(t *testing.T) {
 			cause <- context.Cause(ctx)
 			return nil // a stale "success" that must not reach the row
 		}, nil))
-		b := startClient(t, pool, ws, &pgqueue.Config{JobLease: time.Second})
+		b := startClient(t, pool, ws, &pgqueue.Config{JobLease: time.Second, Logger: logs.Logger()})
 		row, err := b.client.Enqueue(ctx, noteArgs{}, nil)
 		must(t, err)
-		waitState(t, pool, row.ID, "running")
+		running := waitState(t, pool, row.ID, "running")
 		// Another worker takes the job over: a new fence.
 		_, err = pool.Exec(ctx, "UPDATE pgqueue.jobs SET fence = nextval('pgqueue.fence_seq') WHERE id = $1", row.ID)
 		must(t, err)
@@ -64,9 +70,13 @@ func TestHeartbeat(t *testing.T) {
 		case <-time.After(10 * time.Second):
 			t.Fatal("handler not cancelled after its claim was taken")
 		}
-		time.Sleep(200 * time.Millisecond)
+		dropped := fmt.Sprintf(`msg="pgqueue: job result dropped, lease lost" job=%d kind=note fence=%d`, row.ID, *running.fence)
+		waitFor(t, "the result dropped", func() bool { return strings.Contains(logs.String(), dropped) })
 		if s := readJob(t, pool, row.ID); s.state != "running" {
 			t.Fatalf("stale worker's result reached the row: state %s", s.state)
+		}
+		if strings.Contains(logs.String(), "job result refused") {
+			t.Fatalf("the lost job's result was sent anyway:\n%s", logs.String())
 		}
 	})
 

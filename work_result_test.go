@@ -50,7 +50,13 @@ func TestWorkResult(t *testing.T) {
 		row, err := b.client.Enqueue(ctx, noteArgs{}, nil)
 		must(t, err)
 		s := waitState(t, pool, row.ID, "cancelled")
-		time.Sleep(200 * time.Millisecond)
+		// Stopped, the client runs nothing more: a retry would have run by
+		// then, since a cancelled job is final and nothing makes it
+		// available again.
+		must(t, b.client.Stop(ctx))
+		if n := countJobs(t, pool, "id = $1 AND state = 'cancelled' AND attempt = 1", row.ID); n != 1 {
+			t.Fatalf("job not cancelled at attempt 1 after stop")
+		}
 		if runs.Load() != 1 || s.attempt != 1 || !slices.Equal(s.errors, []string{"customer gone"}) {
 			t.Fatalf("runs %d attempt %d errors %q", runs.Load(), s.attempt, s.errors)
 		}

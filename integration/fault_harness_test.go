@@ -48,7 +48,8 @@ const (
 
 // faultEffectArgs matches faultworker's EffectArgs.
 type faultEffectArgs struct {
-	N int `json:"n"`
+	N    int    `json:"n"`
+	Mode string `json:"mode,omitempty"`
 }
 
 func (faultEffectArgs) Kind() string { return "effect" }
@@ -107,6 +108,53 @@ CREATE TRIGGER jobs_fence_audit
     AFTER UPDATE OF fence ON pgqueue.jobs
     FOR EACH ROW WHEN (NEW.fence IS DISTINCT FROM OLD.fence)
     EXECUTE FUNCTION audit_fence();
+
+-- foreign_writes records every change to a running job that keeps its
+-- fence (a heartbeat, a result, a completion) made by a session other than
+-- its holder's: a stale write that got through, whatever the statement.
+-- Claims and rescues give a new fence and are not counted.
+CREATE TABLE foreign_writes (
+    id        bigserial PRIMARY KEY,
+    job_id    bigint NOT NULL,
+    fence     bigint,
+    holder    text,
+    writer    text,
+    old_state text,
+    new_state text,
+    old_lease timestamptz,
+    new_lease timestamptz,
+    at        timestamptz NOT NULL DEFAULT clock_timestamp()
+);
+
+CREATE FUNCTION audit_foreign_write() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    INSERT INTO foreign_writes (job_id, fence, holder, writer, old_state, new_state, old_lease, new_lease)
+    VALUES (OLD.id, OLD.fence, OLD.worker_id, current_setting('application_name'), OLD.state, NEW.state, OLD.lease_until, NEW.lease_until);
+    RETURN NULL;
+END
+$$;
+
+CREATE TRIGGER jobs_foreign_write
+    AFTER UPDATE ON pgqueue.jobs
+    FOR EACH ROW WHEN (OLD.state = 'running' AND NEW.fence IS NOT DISTINCT FROM OLD.fence
+                       AND current_setting('application_name') IS DISTINCT FROM '` + faultAppPrefix + `' || OLD.worker_id)
+    EXECUTE FUNCTION audit_foreign_write();
+
+-- What faultworker -victim and -hold read and write (see faultworker).
+CREATE TABLE steps (
+    id     bigserial PRIMARY KEY,
+    job_id bigint NOT NULL,
+    fence  bigint NOT NULL,
+    worker text   NOT NULL,
+    step   text   NOT NULL,
+    at     timestamptz NOT NULL DEFAULT clock_timestamp()
+);
+CREATE TABLE gates (name text PRIMARY KEY);
+CREATE TABLE holds (
+    job_id   bigint PRIMARY KEY,
+    fence    bigint NOT NULL,
+    released boolean NOT NULL DEFAULT false
+);
 `
 
 // faultEnv is one scenario's world.
@@ -182,13 +230,15 @@ func newFaultEnv(t *testing.T, jobs int) *faultEnv {
 	if err != nil {
 		t.Fatal(err)
 	}
-	params := make([]pgqueue.EnqueueParams, e.jobs)
-	for i := range params {
-		params[i] = pgqueue.EnqueueParams{Args: faultEffectArgs{N: i}}
-	}
-	res, err := client.EnqueueMany(ctx, params)
-	if err != nil || res.Inserted != int64(e.jobs) {
-		t.Fatalf("enqueue %d jobs: inserted %+v, %v", e.jobs, res, err)
+	if e.jobs > 0 {
+		params := make([]pgqueue.EnqueueParams, e.jobs)
+		for i := range params {
+			params[i] = pgqueue.EnqueueParams{Args: faultEffectArgs{N: i}}
+		}
+		res, err := client.EnqueueMany(ctx, params)
+		if err != nil || res.Inserted != int64(e.jobs) {
+			t.Fatalf("enqueue %d jobs: inserted %+v, %v", e.jobs, res, err)
+		}
 	}
 	e.start = time.Now()
 	e.setup = e.start.Sub(began)
@@ -207,6 +257,10 @@ type faultWorkerOpts struct {
 	// sleepAt is where in its transaction a handler waits; default
 	// after-check (see faultworker's -sleep-at).
 	sleepAt string
+	// queues are the queues it works; default the default queue.
+	queues []string
+	// extra are more flags (-victim, -hold, -complete-batch-delay).
+	extra []string
 }
 
 // startWorkers starts n more workers, named w<k> on from the workers
@@ -238,6 +292,10 @@ func (e *faultEnv) startWorker(name string, o faultWorkerOpts) *workerProc {
 		"-sleep-max", cmp.Or(o.sleepMax, 30*time.Millisecond).String(),
 		"-sleep-at", cmp.Or(o.sleepAt, "after-check"),
 	}
+	if len(o.queues) > 0 {
+		args = append(args, "-queues", strings.Join(o.queues, ","))
+	}
+	args = append(args, o.extra...)
 	logDir := e.t.TempDir()
 	if dir := os.Getenv("FAULT_LOG_DIR"); dir != "" {
 		// Keep the workers' logs after the test, one directory per test.
@@ -401,6 +459,9 @@ var faultInvariants = []faultInvariant{
 		FROM effects e JOIN refusals r ON r.job_id = e.job_id AND r.fence = e.fence
 		WHERE r.reason IN ('` + faultReasonStaleFence + `', '` + faultReasonLeaseLost + `')
 		ORDER BY e.id`},
+	{"no write to a running job came from a session other than its holder's", `
+		SELECT format('job %s (fence %s, held by %s): %s -> %s, lease %s -> %s, written by %s at %s', job_id, fence, holder, old_state, new_state, old_lease, new_lease, writer, at)
+		FROM foreign_writes ORDER BY id`},
 	{"each job's fences grow strictly, in the order they were given", `
 		SELECT format('job %s: fence %s (seq %s) given after fence %s', job_id, fence, seq, prev)
 		FROM (SELECT seq, job_id, fence, lag(fence) OVER (PARTITION BY job_id ORDER BY seq) AS prev FROM claims) c

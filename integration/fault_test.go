@@ -5,10 +5,15 @@ package integration_test
 import (
 	"context"
 	"fmt"
+	"maps"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/pgqueue/pgqueue"
 )
 
 // Fault scenarios: each runs a few thousand jobs (500 with -short) on a
@@ -324,4 +329,187 @@ func TestFaultHungHolderDoesNotBlockRescue(t *testing.T) {
 		t.Fatalf("the killed worker's %d jobs were not all redone within %s while another worker hung holding row locks (%s); sessions waiting on locks halfway through and at the end of the pause:\n  %s",
 			len(orphans), pause, extra, strings.Join(waits, "\n  "))
 	}
+}
+
+// TestFaultPausedWorkerRefusedByFence pauses two workers (SIGSTOP) while
+// they hold jobs, lets a third take every one of those jobs over and hold
+// it running under its own, newer fence, then resumes the paused workers:
+// each of their stale writes meets a job that is still running, so only
+// the fence condition of its statement can refuse it. The writes, one kind
+// per job (faultworker -victim):
+//
+//   - CompleteTx after a CheckFenceTx that passes (the holder has not
+//     checked yet), and CompleteTx alone: sql/complete.sql;
+//   - heartbeats of the jobs still in their handlers: sql/heartbeat.sql;
+//   - complete results pending in one worker's completer, written when it
+//     stops: sql/complete_many.sql;
+//   - failure and snooze results pending in the other's: sql/finish.sql.
+//
+// The jobs must stay exactly as the holder has them (a trigger records any
+// write to a running job from another session), each refusal must be
+// seen, and once released the holder completes every job exactly once.
+func TestFaultPausedWorkerRefusedByFence(t *testing.T) {
+	t.Parallel()
+	e := newFaultEnv(t, 0)
+	ctx := t.Context()
+	type victimQueue struct {
+		queue string
+		modes []string
+	}
+	queues := []victimQueue{
+		// One worker's pending results are all completions: complete_many.
+		{"fenced-a", []string{"complete", "complete", "complete", "complete", "gate-complete"}},
+		// The other's are failures and snoozes: finish.sql.
+		{"fenced-b", []string{"tx-checked", "tx-checked", "tx", "tx", "fail", "fail", "snooze", "snooze"}},
+	}
+	var params []pgqueue.EnqueueParams
+	for _, q := range queues {
+		for _, m := range q.modes {
+			params = append(params, pgqueue.EnqueueParams{Args: faultEffectArgs{N: len(params), Mode: m}, Opts: &pgqueue.InsertOpts{Queue: q.queue}})
+		}
+	}
+	client, err := pgqueue.New(e.db, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res, err := client.EnqueueMany(ctx, params); err != nil || res.Inserted != int64(len(params)) {
+		t.Fatalf("enqueue: %+v, %v", res, err)
+	}
+	e.jobs = len(params)
+	// Results stay pending until the worker stops.
+	victimFlags := []string{"-victim", "-complete-batch-delay", "1h"}
+	victims := []*workerProc{
+		e.startWorker("w1", faultWorkerOpts{queues: []string{"fenced-a"}, maxWorkers: 8, extra: victimFlags}),
+		e.startWorker("w2", faultWorkerOpts{queues: []string{"fenced-b"}, maxWorkers: 8, extra: victimFlags}),
+	}
+	for _, v := range victims {
+		v.waitReady(t)
+	}
+
+	// Every job is running under its victim, every immediate result has
+	// been returned, and a heartbeat after that renewed the jobs still in
+	// their handlers but not those: their results are in the completer.
+	e.waitUntil("the victims hold every job, their immediate results handed over", time.Minute, func(ctx context.Context) (bool, error) {
+		n, err := e.count(ctx, `
+			SELECT count(*) FROM (
+			    SELECT j.queue,
+			           bool_and(j.state = 'running') AS running,
+			           count(*) FILTER (WHERE j.args->>'mode' IN ('complete', 'fail', 'snooze')
+			                            AND NOT EXISTS (SELECT 1 FROM steps s WHERE s.job_id = j.id AND s.step = 'returned')) AS unreturned,
+			           count(*) FILTER (WHERE j.args->>'mode' IN ('tx-checked', 'tx', 'gate-complete')
+			                            AND NOT EXISTS (SELECT 1 FROM steps s WHERE s.job_id = j.id AND s.step = 'gate')) AS ungated,
+			           min(j.lease_until) FILTER (WHERE j.args->>'mode' IN ('tx-checked', 'tx', 'gate-complete')) AS gated_lease,
+			           max(j.lease_until) FILTER (WHERE j.args->>'mode' IN ('complete', 'fail', 'snooze')) AS returned_lease
+			    FROM pgqueue.jobs j GROUP BY j.queue) q
+			WHERE running AND unreturned = 0 AND ungated = 0 AND gated_lease > returned_lease`)
+		return n == int64(len(queues)), err
+	})
+	for _, v := range victims {
+		if err := v.signal(syscall.SIGSTOP); err != nil {
+			t.Fatal(err)
+		}
+	}
+	held := map[int64]int64{}
+	for _, v := range victims {
+		maps.Copy(held, e.runningJobs(v.name))
+	}
+	if len(held) != len(params) {
+		t.Fatalf("the victims hold %d of %d jobs", len(held), len(params))
+	}
+	ids, fences := faultSplitJobs(held)
+	if _, err := e.db.Exec(ctx, `INSERT INTO holds (job_id, fence) SELECT * FROM unnest($1::bigint[], $2::bigint[])`, ids, fences); err != nil {
+		t.Fatal(err)
+	}
+
+	// The taker rescues (once it leads) and claims every job, and holds it.
+	taker := e.startWorker("w3", faultWorkerOpts{queues: []string{"fenced-a", "fenced-b"}, maxWorkers: 16, extra: []string{"-hold"}})
+	taker.waitReady(t)
+	const takenOver = `
+		SELECT count(*) FROM unnest($1::bigint[], $2::bigint[]) AS s(id, fence) JOIN pgqueue.jobs j ON j.id = s.id
+		WHERE j.state = 'running' AND j.worker_id = 'w3' AND j.fence > s.fence
+		  AND EXISTS (SELECT 1 FROM steps st WHERE st.job_id = j.id AND st.fence = j.fence AND st.step = 'holding')`
+	e.waitUntil("the taker holds every job under a newer fence", time.Minute, func(ctx context.Context) (bool, error) {
+		n, err := e.count(ctx, takenOver, ids, fences)
+		return n == int64(len(held)), err
+	})
+	takerIDs, takerFenceList := faultSplitJobs(e.runningJobs("w3"))
+
+	// The victims resume and write.
+	if _, err := e.db.Exec(ctx, `INSERT INTO gates VALUES ('victims-write')`); err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range victims {
+		if err := v.signal(syscall.SIGCONT); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e.waitUntil("the resumed victims wrote after the gate", time.Minute, func(ctx context.Context) (bool, error) {
+		n, err := e.count(ctx, `SELECT count(*) FROM steps WHERE step = 'wrote'`)
+		return n == 5, err
+	})
+	// Their pending results are written as they stop.
+	for i, err := range stopProcs(victims, 20*time.Second) {
+		if err != nil {
+			t.Errorf("graceful stop of %s: %v\n%s", victims[i].name, err, victims[i].logTail())
+		}
+	}
+
+	// Every write was refused, and by the fence: the jobs are untouched.
+	for _, line := range e.evidence(ctx, `
+		SELECT format('job %s (%s) held by w3 at fence %s: now %s, fence %s, worker %s, lease_until %s, attempt %s, errors %s',
+		              j.id, j.args->>'mode', s.fence, j.state, j.fence, j.worker_id, j.lease_until, j.attempt, j.errors)
+		FROM unnest($1::bigint[], $2::bigint[]) AS s(id, fence) JOIN pgqueue.jobs j ON j.id = s.id
+		WHERE NOT (j.state = 'running' AND j.fence = s.fence AND j.worker_id = 'w3' AND jsonb_array_length(j.errors) = 1)`,
+		takerIDs, takerFenceList) {
+		t.Errorf("a stale write changed a job held by another worker: %s", line)
+	}
+	for _, line := range e.evidence(ctx, `SELECT format('job %s: %s -> %s by %s (holder %s)', job_id, old_state, new_state, writer, holder) FROM foreign_writes ORDER BY id`) {
+		t.Errorf("stale write landed: %s", line)
+	}
+	victimOf := map[string]*workerProc{"fenced-a": victims[0], "fenced-b": victims[1]}
+	rows, err := e.db.Query(ctx, `SELECT id, queue, args->>'mode' FROM pgqueue.jobs ORDER BY id`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	refusedCompleteTx := e.mustCount(`SELECT count(*) FROM refusals WHERE reason = $1`, faultReasonLeaseLost)
+	var id int64
+	var queue, mode string
+	_, err = pgx.ForEachRow(rows, []any{&id, &queue, &mode}, func() error {
+		v := victimOf[queue]
+		want := []string{}
+		switch mode {
+		case "complete", "fail", "snooze":
+			want = append(want, "result-refused")
+		default:
+			want = append(want, "lease-lost")
+		}
+		for _, ev := range want {
+			if !v.sawLine(fmt.Sprintf("event %s job=%d fence=%d", ev, id, held[id]), false) {
+				t.Errorf("%s: no %s of its %s write about job %d (fence %d)\n%s", v.name, ev, mode, id, held[id], v.logTail())
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if refusedCompleteTx != 4 {
+		t.Errorf("%d CompleteTx refused as lease lost, want 4 (2 after CheckFenceTx, 2 without)", refusedCompleteTx)
+	}
+	if t.Failed() {
+		t.FailNow()
+	}
+
+	// Released, the holder completes every job once.
+	if _, err := e.db.Exec(ctx, `UPDATE holds SET released = true`); err != nil {
+		t.Fatal(err)
+	}
+	e.waitAllFinal()
+	e.stopWorkers()
+	f := e.check()
+	if n := e.mustCount(`SELECT count(*) FROM effects WHERE worker <> 'w3'`); n != 0 {
+		t.Errorf("%d effects by the paused workers", n)
+	}
+	e.report("PausedWorkerFenced", 2, "SIGSTOP of 2 workers while a third holds their jobs", f,
+		fmt.Sprintf("held=%d completetx_refused=%d results_refused=%d heartbeats_refused=%d", len(held), refusedCompleteTx, 8, 5))
 }

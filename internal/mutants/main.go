@@ -315,6 +315,11 @@ func goTest(ctx context.Context, root string, t testRun, o options) (string, []s
 	if err != nil && !errors.As(err, &exitErr) {
 		return out, nil, err
 	}
+	if err == nil && strings.Contains(out, "no tests to run") {
+		// A filter that matches nothing would let every mutant survive, or
+		// pass a baseline that proves nothing.
+		return out, nil, errors.New("the -run filter matches no test")
+	}
 	var failed []string
 	for _, m := range failLine.FindAllStringSubmatch(out, -1) {
 		failed = append(failed, m[1])
