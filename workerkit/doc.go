@@ -34,11 +34,13 @@
 //
 // # Metrics
 //
-// Until pgqueue counts for itself, /metrics shows what the kit counts
-// around the client, with no Prometheus library: attempts by kind and
-// outcome (pgqueue_attempts_total) and their time
-// (pgqueue_attempt_duration_seconds), jobs running in this process, the
-// pool's connections, readiness, and, for the whole schema, each queue's
+// /metrics shows what the kit counts around the client, with no
+// Prometheus library: attempts by kind and outcome
+// (pgqueue_attempts_total, from a work middleware) and their time
+// (pgqueue_attempt_duration_seconds); from the client's Config.Observer,
+// claims, written results, writes refused by a fence and rescues; jobs
+// running in this process, the pool's connections, readiness, and, for
+// the whole schema, each queue's
 // unfinished jobs by state, the age of its oldest available job and its
 // pause, from Client.QueueList read at most every 5 seconds however often
 // it is scraped. The queue figures are the same from every process of a

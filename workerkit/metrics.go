@@ -22,9 +22,9 @@ import (
 const queueCacheTTL = 5 * time.Second
 
 // metrics counts what this process's client does, through a work
-// middleware, and writes it with the schema's queue counts in the
-// Prometheus text format. It is the stand-in until the client counts
-// for itself (the observability issue), and needs no Prometheus library.
+// middleware and the client's Observer, and writes it with the schema's
+// queue counts in the Prometheus text format, with no Prometheus
+// library.
 type metrics struct {
 	running atomic.Int64
 
@@ -32,6 +32,10 @@ type metrics struct {
 	attempts map[attemptKey]uint64
 	seconds  map[string]float64 // by kind
 	count    map[string]uint64  // by kind
+	claimed  map[string]uint64  // by queue
+	results  map[[2]string]uint64
+	refused  map[string]uint64 // by write
+	rescued  map[[2]string]uint64
 
 	queueMu  sync.Mutex
 	queues   []*pgqueue.QueueInfo
@@ -45,7 +49,55 @@ type attemptKey struct {
 }
 
 func newMetrics() *metrics {
-	return &metrics{attempts: map[attemptKey]uint64{}, seconds: map[string]float64{}, count: map[string]uint64{}}
+	return &metrics{attempts: map[attemptKey]uint64{}, seconds: map[string]float64{}, count: map[string]uint64{},
+		claimed: map[string]uint64{}, results: map[[2]string]uint64{}, refused: map[string]uint64{}, rescued: map[[2]string]uint64{}}
+}
+
+// observer returns an Observer that counts for m and then calls user's
+// functions, if any.
+func (m *metrics) observer(user *pgqueue.Observer) *pgqueue.Observer {
+	var u pgqueue.Observer
+	if user != nil {
+		u = *user
+	}
+	o := u // Queues and QueuesInterval stay the user's
+	add := func(f func()) {
+		m.mu.Lock()
+		f()
+		m.mu.Unlock()
+	}
+	o.Claimed = func(queue string, jobs int) {
+		add(func() { m.claimed[queue] += uint64(jobs) })
+		if u.Claimed != nil {
+			u.Claimed(queue, jobs)
+		}
+	}
+	o.Recorded = func(job *pgqueue.JobRow, result pgqueue.JobResult) {
+		add(func() { m.results[[2]string{job.Kind, string(result)}]++ })
+		if u.Recorded != nil {
+			u.Recorded(job, result)
+		}
+	}
+	o.Refused = func(job *pgqueue.JobRow, write string) {
+		add(func() { m.refused[write]++ })
+		if u.Refused != nil {
+			u.Refused(job, write)
+		}
+	}
+	o.Rescued = func(job pgqueue.RescuedJob) {
+		add(func() { m.rescued[[2]string{job.Queue, string(job.State)}]++ })
+		if u.Rescued != nil {
+			u.Rescued(job)
+		}
+	}
+	return &o
+}
+
+// sortedPairs returns m's keys in order.
+func sortedPairs(m map[[2]string]uint64) [][2]string {
+	return slices.SortedFunc(maps.Keys(m), func(a, b [2]string) int {
+		return cmp.Or(cmp.Compare(a[0], b[0]), cmp.Compare(a[1], b[1]))
+	})
 }
 
 // Work implements pgqueue.WorkMiddleware: it counts the attempt by its
@@ -102,6 +154,22 @@ func (m *metrics) write(ctx context.Context, w io.Writer, p *process) {
 	for _, k := range kinds {
 		e.sample("pgqueue_attempt_duration_seconds_sum", labels("kind", k), m.seconds[k])
 		e.sample("pgqueue_attempt_duration_seconds_count", labels("kind", k), float64(m.count[k]))
+	}
+	e.family("pgqueue_jobs_claimed_total", "counter", "Jobs this process claimed, by queue.")
+	for _, q := range slices.Sorted(maps.Keys(m.claimed)) {
+		e.sample("pgqueue_jobs_claimed_total", labels("queue", q), float64(m.claimed[q]))
+	}
+	e.family("pgqueue_job_results_total", "counter", "Job results this process wrote, by kind and result (completed, retried, discarded, cancelled, snoozed, released).")
+	for _, k := range sortedPairs(m.results) {
+		e.sample("pgqueue_job_results_total", labels("kind", k[0], "result", k[1]), float64(m.results[k]))
+	}
+	e.family("pgqueue_writes_refused_total", "counter", "Writes of this process refused by a job's fence (the job was taken over), by write.")
+	for _, w := range slices.Sorted(maps.Keys(m.refused)) {
+		e.sample("pgqueue_writes_refused_total", labels("write", w), float64(m.refused[w]))
+	}
+	e.family("pgqueue_jobs_rescued_total", "counter", "Jobs this process rescued as maintenance leader after their lease expired, by queue and resulting state.")
+	for _, k := range sortedPairs(m.rescued) {
+		e.sample("pgqueue_jobs_rescued_total", labels("queue", k[0], "state", k[1]), float64(m.rescued[k]))
 	}
 	m.mu.Unlock()
 

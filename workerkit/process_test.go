@@ -335,12 +335,24 @@ func TestProcess(t *testing.T) {
 			}
 			time.Sleep(10 * time.Millisecond)
 		}
-		// The job's row is written after the middleware counted it.
-		code, body := c.get("/metrics")
-		if code != http.StatusOK {
-			t.Fatalf("/metrics: %d", code)
+		// The result is counted once its write returned, just after the
+		// row changed: wait for the count, not for a time.
+		var body string
+		for deadline := time.Now().Add(30 * time.Second); ; {
+			var code int
+			if code, body = c.get("/metrics"); code != http.StatusOK {
+				t.Fatalf("/metrics: %d", code)
+			}
+			if strings.Contains(body, `pgqueue_job_results_total{kind="quick",result="completed"} 1`) || time.Now().After(deadline) {
+				break
+			}
+			time.Sleep(10 * time.Millisecond)
 		}
 		for _, want := range []string{
+			`pgqueue_job_results_total{kind="quick",result="completed"} 1`,
+			`pgqueue_jobs_claimed_total{queue="default"} 1`,
+			"# TYPE pgqueue_writes_refused_total counter",
+			"# TYPE pgqueue_jobs_rescued_total counter",
 			"# TYPE pgqueue_attempts_total counter",
 			`pgqueue_attempts_total{kind="quick",outcome="completed"} 1`,
 			`pgqueue_attempt_duration_seconds_count{kind="quick"} 1`,

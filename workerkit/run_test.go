@@ -3,9 +3,11 @@ package workerkit_test
 import (
 	"bytes"
 	"context"
+	"io"
 	"net"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/pgqueue/pgqueue"
 	"github.com/pgqueue/pgqueue/workerkit"
@@ -96,5 +98,45 @@ func TestRunMigrates(t *testing.T) {
 	}
 	if !strings.Contains(errOut.String(), `migrated" schema=fresh from=0 to=`) {
 		t.Errorf("no migration line:\n%s", errOut.String())
+	}
+}
+
+// TestRunKeepsSetupObserver checks that the kit's metrics wrap an
+// Observer set in Setup instead of replacing it.
+func TestRunKeepsSetupObserver(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	recorded := make(chan pgqueue.JobResult, 1)
+	opts := &workerkit.Options{Workers: someWorkers(), Setup: func(ctx context.Context, env *workerkit.Env) error {
+		env.Config.Observer = &pgqueue.Observer{Recorded: func(job *pgqueue.JobRow, result pgqueue.JobResult) {
+			select {
+			case recorded <- result:
+			default:
+			}
+		}}
+		return nil
+	}}
+	done := make(chan int)
+	go func() {
+		done <- workerkit.Run(ctx, opts, []string{"--database-url", b.url}, io.Discard, io.Discard)
+	}()
+	if _, err := b.client.Enqueue(t.Context(), quickArgs{}, nil); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case r := <-recorded:
+		if r != pgqueue.ResultCompleted {
+			t.Errorf("result %s", r)
+		}
+	case code := <-done:
+		t.Fatalf("Run returned %d", code)
+	case <-time.After(30 * time.Second):
+		t.Fatal("the Setup's Observer was not called")
+	}
+	cancel()
+	if code := <-done; code != workerkit.ExitOK {
+		t.Errorf("exit code %d", code)
 	}
 }

@@ -72,8 +72,9 @@ type Env struct {
 	Logger *slog.Logger
 	// Config is the client's configuration as the settings made it:
 	// Schema, ID, Queues, JobLease, Logger, and Workers from Options.
-	// The kit adds its metrics middleware in front of WorkMiddleware
-	// after Setup.
+	// After Setup the kit adds its metrics middleware in front of
+	// WorkMiddleware and wraps Observer (a Setup's Observer is still
+	// called).
 	Config *pgqueue.Config
 }
 
@@ -322,6 +323,7 @@ func (p *process) start(ctx context.Context) (*pgqueue.Client, *pgxpool.Pool, er
 		return nil, pool, errors.New("no workers: set Options.Workers or Env.Config.Workers in Setup")
 	}
 	env.Config.WorkMiddleware = append([]pgqueue.WorkMiddleware{p.metrics}, env.Config.WorkMiddleware...)
+	env.Config.Observer = p.metrics.observer(env.Config.Observer)
 	client, err := pgqueue.New(pool, env.Config)
 	if err != nil {
 		return nil, pool, fmt.Errorf("configure client: %w", err)
