@@ -142,24 +142,7 @@ func (c *Client) Start(ctx context.Context) error {
 	s.heartbeats.obs = cfg.Observer
 	go s.heartbeats.run()
 
-	exec := &executor{
-		active:    active,
-		results:   s.completer,
-		outcomes:  outcomes,
-		singleton: &singletonRunner{pool: c.pool, q: c.q, locks: c.locks, log: c.log, jobLease: cfg.JobLease},
-		stopping:  jobs,
-		jobParent: context.WithoutCancel(jobs),
-		log:       c.log,
-		obs:       cfg.Observer,
-		retry:     cfg.RetryPolicy,
-		jobContext: func(ctx context.Context, j *activeJob) context.Context {
-			return withJobContext(ctx, c, j)
-		},
-		jobLease: cfg.JobLease, jobTimeout: cfg.JobTimeout,
-		unknownKindDelay: cfg.UnknownKindDelay, singletonRetryDelay: cfg.SingletonRetryDelay,
-		unknownKindMaxTries: cfg.UnknownKindMaxTries,
-		middleware:          cfg.WorkMiddleware, errorHandler: cfg.ErrorHandler,
-	}
+	exec := c.newExecutor(active, s.completer, outcomes, jobs)
 	claims := &claimer{pool: c.pool, q: c.q, base: base, jobLease: cfg.JobLease, clientID: cfg.ID, obs: cfg.Observer}
 	for name, qc := range cfg.Queues {
 		p := newProducer(name, qc.MaxWorkers, claims, exec, cfg.Workers, c.log, cfg.ClaimBatchDelay, c.testHooks.claimAged)
@@ -234,6 +217,30 @@ func (c *Client) Start(ctx context.Context) error {
 	go func() { defer s.loops.Done(); leader.run(fetch) }()
 	c.running, c.active = s, active
 	return nil
+}
+
+// newExecutor returns the executor of a started client (or of
+// pgqueuetest.WorkJob): jobs ends when the client cancels its jobs.
+func (c *Client) newExecutor(active *activeJobs, results *completer, outcomes *outcomeReader, jobs context.Context) *executor {
+	cfg := c.config
+	return &executor{
+		active:    active,
+		results:   results,
+		outcomes:  outcomes,
+		singleton: &singletonRunner{pool: c.pool, q: c.q, locks: c.locks, log: c.log, jobLease: cfg.JobLease},
+		stopping:  jobs,
+		jobParent: context.WithoutCancel(jobs),
+		log:       c.log,
+		obs:       cfg.Observer,
+		retry:     cfg.RetryPolicy,
+		jobContext: func(ctx context.Context, j *activeJob) context.Context {
+			return withJobContext(ctx, c, j)
+		},
+		jobLease: cfg.JobLease, jobTimeout: cfg.JobTimeout,
+		unknownKindDelay: cfg.UnknownKindDelay, singletonRetryDelay: cfg.SingletonRetryDelay,
+		unknownKindMaxTries: cfg.UnknownKindMaxTries,
+		middleware:          cfg.WorkMiddleware, errorHandler: cfg.ErrorHandler,
+	}
 }
 
 // Stop stops fetching new jobs and waits for running ones to finish and

@@ -23,7 +23,11 @@ func (c *Client) CompleteTx(ctx context.Context, tx pgx.Tx, job *JobRow) error {
 	if err := completeInTx(ctx, tx, c.q, job); err != nil {
 		return err
 	}
-	if active := c.activeJobs(); active != nil {
+	if jc := jobContextFrom(ctx); jc != nil && jc.job.row.ID == job.ID && jc.job.row.Fence == job.Fence {
+		// The handler's own job, also when pgqueuetest.WorkJob runs it on
+		// a client that is not started.
+		jc.job.completedInTx.Store(true)
+	} else if active := c.activeJobs(); active != nil {
 		active.markCompletedInTx(job.ID, job.Fence)
 	}
 	return nil

@@ -35,6 +35,7 @@ type queries struct {
 	// work
 	claim, poll, heartbeat, complete, completeMany, finish, jobOutcomes string
 	setIdleTimeout, checkFence                                          string
+	claimID                                                             string // pgqueuetest.WorkJob
 	// reading jobs; jobListBy holds job_list.sql expanded per ordering
 	jobGet, jobList string
 	jobListBy       map[jobListKey]string
@@ -60,7 +61,7 @@ func loadQueries(schema string) (*queries, error) {
 		"notify": &q.notify, "notify_queues": &q.notifyQueues, "notify_due": &q.notifyDue,
 		"claim": &q.claim, "poll": &q.poll, "heartbeat": &q.heartbeat, "complete": &q.complete,
 		"complete_many": &q.completeMany, "finish": &q.finish, "job_outcomes": &q.jobOutcomes,
-		"set_idle_timeout": &q.setIdleTimeout, "check_fence": &q.checkFence,
+		"set_idle_timeout": &q.setIdleTimeout, "check_fence": &q.checkFence, "claim_id": &q.claimID,
 		"job_cancel": &q.jobCancel, "job_cancel_final": &q.jobCancelFinal,
 		"job_output": &q.jobOutput, "job_progress": &q.jobProgress,
 		"schedule": &q.schedule, "rescue_candidates": &q.rescueCandidates, "rescue": &q.rescue, "prune": &q.prune,

@@ -1,0 +1,89 @@
+package pgqueue
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/pgqueue/pgqueue/internal/workone"
+)
+
+func init() {
+	workone.Run = func(ctx context.Context, client any, id int64) (string, error, error) {
+		r, workErr, err := client.(*Client).workOne(ctx, id)
+		return string(r), workErr, err
+	}
+}
+
+// workOne claims job id at once, whatever its queue or run time, runs it
+// on this goroutine through the same executor, middleware, error handler
+// and completer as a started client, and waits for its result to be
+// written. It is pgqueuetest.WorkJob: a client need not be started, and
+// no heartbeat renews the lease, so the job should end within
+// Config.JobLease.
+func (c *Client) workOne(ctx context.Context, id int64) (JobResult, error, error) {
+	cfg := c.config
+	rows, err := c.pool.Query(ctx, c.q.claimID, id, cfg.JobLease.Microseconds(), cfg.ID)
+	if err != nil {
+		return "", nil, dbError(fmt.Sprintf("claim job %d", id), err)
+	}
+	jobs, err := collectJobRows(rows)
+	if err != nil {
+		return "", nil, dbError(fmt.Sprintf("claim job %d", id), err)
+	}
+	if len(jobs) == 0 {
+		return "", nil, fmt.Errorf("%w: no scheduled or available job %d", ErrJobNotFound, id)
+	}
+	row := jobs[0]
+
+	// The client's own observer still hears of the result; this one
+	// keeps it for the caller.
+	var (
+		mu     sync.Mutex
+		result JobResult
+	)
+	obs := *cfg.Observer
+	recorded := obs.Recorded
+	obs.Recorded = func(job *JobRow, r JobResult) {
+		mu.Lock()
+		result = r
+		mu.Unlock()
+		if recorded != nil {
+			recorded(job, r)
+		}
+	}
+	base := context.WithoutCancel(ctx)
+	outcomes := &outcomeReader{pool: c.pool, q: c.q, base: base}
+	k := newCompleter(base, c.pool.Query, c.q, outcomes, c.log, 1, 0, cfg.JobLease)
+	k.obs = &obs
+	go k.run()
+	jobsCtx, cancelJobs := context.WithCancelCause(ctx)
+	defer cancelJobs(nil)
+	exec := c.newExecutor(newActiveJobs(), k, outcomes, jobsCtx)
+	exec.obs = &obs
+	var workErr error
+	capture := WorkMiddlewareFunc(func(ctx context.Context, _ *JobRow, next func(context.Context) error) error {
+		workErr = next(ctx)
+		return workErr
+	})
+	exec.middleware = append([]WorkMiddleware{capture}, exec.middleware...)
+
+	now := time.Now()
+	cj := &claimedJob{row: row, sent: now, received: now}
+	if cfg.Workers != nil {
+		cj.w = cfg.Workers.lookup(row.Kind)
+	}
+	if cj.w != nil {
+		cj.job, cj.decodeErr = cj.w.decode(row)
+	}
+	exec.execute(cj)
+	k.stop(ctx)
+
+	mu.Lock()
+	defer mu.Unlock()
+	if result == "" {
+		return "", workErr, fmt.Errorf("job %d: result not written (see the client's log)", id)
+	}
+	return result, workErr, nil
+}
