@@ -26,6 +26,9 @@ func validateKind(kind string) error {
 	if kind == "" || len(kind) > 255 {
 		return fmt.Errorf("%w: %q", ErrInvalidKind, kind)
 	}
+	if err := validateText("kind", kind); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalidKind, err)
+	}
 	return nil
 }
 
@@ -121,14 +124,15 @@ type JobRow struct {
 	// SingletonKey is the job's singleton key, empty for ordinary jobs.
 	SingletonKey string
 	// CancelRequestedAt is when JobCancel asked for the running job to be
-	// cancelled; zero if it never was. Read by JobGet and JobList; a
-	// claimed job's row leaves it zero.
+	// cancelled; zero if it never was. Read by JobGet, JobList and the
+	// control calls (JobCancel, JobRetry, JobDelete); a claimed job's row
+	// leaves it zero.
 	CancelRequestedAt time.Time
 	// Output is the JSON the handler last recorded with RecordOutput, nil
-	// if none. Read by JobGet and JobList only.
+	// if none. Read like CancelRequestedAt.
 	Output []byte
 	// Progress is the JSON the handler last recorded with RecordProgress,
-	// nil if none. Read by JobGet and JobList only.
+	// nil if none. Read like CancelRequestedAt.
 	Progress []byte
 }
 

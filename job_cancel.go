@@ -6,7 +6,6 @@ import (
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgtype"
 )
 
 // JobCancel cancels the job with this id and returns it as it is after the
@@ -58,24 +57,9 @@ func (c *Client) JobCancelTx(ctx context.Context, tx pgx.Tx, id int64) (*JobRow,
 	return job, nil
 }
 
-// scanCancelled reads a row of sql/job_cancel.sql: the claim's columns and
-// cancel_requested_at.
+// scanCancelled reads a row of sql/job_cancel.sql: the columns of
+// job_get.sql.
 func scanCancelled(row pgx.Row) (*JobRow, error) {
-	var s jobScanner
-	var requested pgtype.Timestamptz
-	job, err := s.scanAfter(lastColumn{row, &requested})
-	if err != nil {
-		return nil, err
-	}
-	job.CancelRequestedAt = requested.Time
-	return job, nil
+	var s jobFullScanner
+	return s.scan(row)
 }
-
-// lastColumn is a row whose last column goes to dest, after the columns
-// its Scan is given: the job columns of a statement that returns one more.
-type lastColumn struct {
-	pgx.Row
-	dest any
-}
-
-func (r lastColumn) Scan(dest ...any) error { return r.Row.Scan(append(dest, r.dest)...) }

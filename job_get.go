@@ -57,9 +57,9 @@ type jobFullScanner struct {
 	dest                                 []any
 }
 
-func (s *jobFullScanner) scan(row pgx.CollectableRow) (*JobRow, error) {
+func (s *jobFullScanner) scan(row pgx.Row, lead ...any) (*JobRow, error) {
 	j := &JobRow{}
-	s.dest = append(s.dest[:0], &j.ID, &j.Queue, &j.Kind, &j.EncodedArgs, &j.Priority, &s.state, &j.Attempt, &j.MaxAttempts,
+	s.dest = append(append(s.dest[:0], lead...), &j.ID, &j.Queue, &j.Kind, &j.EncodedArgs, &j.Priority, &s.state, &j.Attempt, &j.MaxAttempts,
 		&j.RunAt, &s.fence, &s.leaseUntil, &s.workerID, &s.errs, &j.Tags, &j.Meta,
 		&j.CreatedAt, &s.attemptedAt, &s.finalizedAt, &s.singleton,
 		&s.cancelRequestedAt, &j.Output, &j.Progress)

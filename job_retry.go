@@ -183,9 +183,9 @@ func queryFlaggedJob(ctx context.Context, db rowQuerier, query string, args ...a
 		return false, nil, err
 	}
 	defer rows.Close()
-	var s jobScanner
+	var s jobFullScanner
 	if rows.Next() {
-		flag, job, err = s.scanFlagged(rows)
+		job, err = s.scan(rows, &flag)
 		if err != nil {
 			return false, nil, err
 		}

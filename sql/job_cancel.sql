@@ -3,7 +3,7 @@
 -- untouched, and its holder is told on the control channel $2 at commit:
 -- the result it writes next, or the rescuer, ends the job cancelled.
 -- Final jobs are not matched: the caller reads them back unchanged.
--- Returns the claim.sql columns, then cancel_requested_at.
+-- Returns the columns of job_get.sql.
 WITH cancelled AS (
     UPDATE {{schema}}.jobs j
     SET state = CASE WHEN j.state = 'running' THEN j.state ELSE 'cancelled' END,
@@ -18,7 +18,8 @@ WITH cancelled AS (
 )
 SELECT c.id, c.queue, c.kind, c.args, c.priority, c.state, c.attempt, c.max_attempts,
        c.run_at, c.fence, c.lease_until, c.worker_id, c.errors, c.tags, c.meta,
-       c.created_at, c.attempted_at, c.finalized_at, c.singleton_key, c.cancel_requested_at
+       c.created_at, c.attempted_at, c.finalized_at, c.singleton_key,
+       c.cancel_requested_at, c.output, c.progress
 -- told is joined so that it runs: a SELECT in WITH is evaluated only when
 -- the query refers to it.
 FROM cancelled c CROSS JOIN (SELECT count(*) FROM told) AS n

@@ -4,6 +4,7 @@
 -- row. Same columns as job_cancel.sql.
 SELECT id, queue, kind, args, priority, state, attempt, max_attempts,
        run_at, fence, lease_until, worker_id, errors, tags, meta,
-       created_at, attempted_at, finalized_at, singleton_key, cancel_requested_at
+       created_at, attempted_at, finalized_at, singleton_key,
+       cancel_requested_at, output, progress
 FROM {{schema}}.jobs
 WHERE id = $1
