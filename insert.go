@@ -152,8 +152,8 @@ func resolveAll(params []EnqueueParams) []EnqueueParams {
 // newInsertParams fills p with one job: args encoded, opts (resolved
 // already) applied.
 func (c *Client) newInsertParams(args JobArgs, opts *InsertOpts, p *InsertParams) error {
-	if args == nil {
-		return fmt.Errorf("%w: nil args", ErrInvalidArgs)
+	if isNilValue(args) { // a typed nil pointer's Kind() may panic
+		return fmt.Errorf("%w: nil args (%T)", ErrInvalidArgs, args)
 	}
 	kind := args.Kind()
 	if err := validateKind(kind); err != nil {
@@ -218,6 +218,9 @@ func (c *Client) encodeParams(p *InsertParams, validQueue string) (*encodedJob, 
 		if meta, err = json.Marshal(p.Meta); err != nil {
 			return nil, fmt.Errorf("%w: enqueue %s: meta: %w", ErrInvalidArgs, kind, err)
 		}
+	}
+	if err := validateInsert(p, meta); err != nil {
+		return nil, err
 	}
 	job := &encodedJob{
 		queue:       queue,
@@ -317,7 +320,9 @@ func (c *Client) insertJob(ctx context.Context, db queryer, job *encodedJob) (*E
 	// One round trip; the statements share the implicit transaction of the
 	// batch (or the caller's), so the notification goes out at commit.
 	batch := &pgx.Batch{}
-	batch.Queue(c.q.insert, job.queue, job.kind, job.args, job.priority, job.maxAttempts, job.runAt, job.tags, job.meta, job.singleton)
+	// JSON goes as text: in exec and simple_protocol mode pgx sends []byte
+	// as bytea, which a jsonb parameter refuses.
+	batch.Queue(c.q.insert, job.queue, job.kind, string(job.args), job.priority, job.maxAttempts, job.runAt, job.tags, string(job.meta), job.singleton)
 	batch.Queue(c.q.notify, c.channel, job.queue, job.runAt)
 	results := db.SendBatch(ctx, batch)
 	rows, err := results.Query()
@@ -503,11 +508,12 @@ func (c *Client) insertMany(ctx context.Context, tx pgx.Tx, jobs []*encodedJob) 
 
 // jobColumns are a batch's jobs as the column arrays of
 // sql/insert_many.sql: one array per column, tags as JSON (a SQL array
-// cannot hold rows of different lengths).
+// cannot hold rows of different lengths). JSON columns are text: in exec
+// and simple_protocol mode pgx sends [][]byte as bytea[].
 type jobColumns struct {
 	queues, kinds       []string
 	singletons          []*string
-	encArgs, tags, meta [][]byte
+	encArgs, tags, meta []string
 	priorities          []int16
 	maxAttempts         []int32
 	runAts              []*time.Time
@@ -517,7 +523,7 @@ func newJobColumns(jobs []*encodedJob) (*jobColumns, error) {
 	n := len(jobs)
 	c := &jobColumns{
 		queues: make([]string, n), kinds: make([]string, n), singletons: make([]*string, n),
-		encArgs: make([][]byte, n), tags: make([][]byte, n), meta: make([][]byte, n),
+		encArgs: make([]string, n), tags: make([]string, n), meta: make([]string, n),
 		priorities: make([]int16, n), maxAttempts: make([]int32, n), runAts: make([]*time.Time, n),
 	}
 	for i, j := range jobs {
@@ -526,7 +532,7 @@ func newJobColumns(jobs []*encodedJob) (*jobColumns, error) {
 			return nil, fmt.Errorf("%w: tags: %w", ErrInvalidArgs, err)
 		}
 		c.queues[i], c.kinds[i], c.singletons[i] = j.queue, j.kind, j.singleton
-		c.encArgs[i], c.tags[i], c.meta[i] = j.args, t, j.meta
+		c.encArgs[i], c.tags[i], c.meta[i] = string(j.args), string(t), string(j.meta)
 		c.priorities[i], c.maxAttempts[i], c.runAts[i] = j.priority, int32(j.maxAttempts), j.runAt
 	}
 	return c, nil

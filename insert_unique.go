@@ -20,7 +20,8 @@ func (c *Client) insertUnique(ctx context.Context, db queryer, job *encodedJob) 
 	u := job.unique
 	for range uniqueAttempts {
 		batch := &pgx.Batch{}
-		batch.Queue(c.q.insertUnique, job.queue, job.kind, job.args, job.priority, job.maxAttempts, job.runAt, job.tags, job.meta, job.singleton,
+		// JSON as text, as in insertJob.
+		batch.Queue(c.q.insertUnique, job.queue, job.kind, string(job.args), job.priority, job.maxAttempts, job.runAt, job.tags, string(job.meta), job.singleton,
 			u.base, u.periodUS, u.states)
 		batch.Queue(c.q.notify, c.channel, job.queue, job.runAt)
 		results := db.SendBatch(ctx, batch)
@@ -87,13 +88,17 @@ func (c *Client) insertUniqueChunk(ctx context.Context, tx pgx.Tx, chunk []*enco
 	if err != nil {
 		return nil, err
 	}
-	bases, periods, states := make([][]byte, len(chunk)), make([]int64, len(chunk)), make([][]byte, len(chunk))
+	// states are jsonb, so text (see jobColumns); bases are bytea.
+	bases, periods, states := make([][]byte, len(chunk)), make([]int64, len(chunk)), make([]*string, len(chunk))
 	for i, j := range chunk {
 		if u := j.unique; u != nil {
 			bases[i], periods[i] = u.base, u.periodUS
-			if states[i], err = json.Marshal(u.states); err != nil {
+			b, err := json.Marshal(u.states)
+			if err != nil {
 				return nil, err
 			}
+			s := string(b)
+			states[i] = &s
 		}
 	}
 	batch := &pgx.Batch{}

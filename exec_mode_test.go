@@ -1,0 +1,215 @@
+package pgqueue_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/pgqueue/pgqueue"
+	"github.com/pgqueue/pgqueue/internal/pgtest"
+	"github.com/pgqueue/pgqueue/internal/testlog"
+)
+
+// execModes are every pgx query exec mode, by the name
+// default_query_exec_mode takes in a connection string.
+var execModes = []struct {
+	name string
+	mode pgx.QueryExecMode
+}{
+	{"cache_statement", pgx.QueryExecModeCacheStatement},
+	{"cache_describe", pgx.QueryExecModeCacheDescribe},
+	{"describe_exec", pgx.QueryExecModeDescribeExec},
+	{"exec", pgx.QueryExecModeExec},
+	{"simple_protocol", pgx.QueryExecModeSimpleProtocol},
+}
+
+// poolWithMode returns a pool on connString whose connections run every
+// statement in mode.
+func poolWithMode(t testing.TB, connString string, mode pgx.QueryExecMode) *pgxpool.Pool {
+	t.Helper()
+	cfg, err := pgxpool.ParseConfig(connString)
+	must(t, err)
+	cfg.ConnConfig.DefaultQueryExecMode = mode
+	cfg.MaxConns = 10
+	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	must(t, err)
+	t.Cleanup(pool.Close)
+	return pool
+}
+
+type modeArgs struct {
+	N    int    `json:"n"`
+	Note string `json:"note"`
+	// Do says what the handler does: "ok", "retry" (fail once), "snooze"
+	// (once), "cancel" (wait to be cancelled), "tx" (CompleteTx).
+	Do string `json:"do"`
+}
+
+func (modeArgs) Kind() string { return "mode" }
+
+// TestExecModes runs the main flows in every query exec mode on a direct
+// connection: inserts of every path (single, unique, small batch, unique
+// batch, COPY), work with retry, snooze, cancel and CompleteTx, a periodic
+// job, JobList with an args filter, and a queue pause.
+func TestExecModes(t *testing.T) {
+	t.Parallel()
+	for _, m := range execModes {
+		t.Run(m.name, func(t *testing.T) {
+			t.Parallel()
+			runExecModeFlows(t, poolWithMode(t, pgtest.DB().NewDatabase(t), m.mode))
+		})
+	}
+}
+
+// runExecModeFlows runs the flows of TestExecModes on pool.
+func runExecModeFlows(t *testing.T, pool *pgxpool.Pool) {
+	ctx := t.Context()
+	var log testlog.Buffer
+	var attempts, snoozes atomic.Int64
+	var client atomic.Pointer[pgqueue.Client]
+	workers := pgqueue.NewWorkers()
+	must(t, pgqueue.AddWorkerFunc(workers, func(ctx context.Context, job *pgqueue.Job[modeArgs]) error {
+		attempts.Add(1)
+		must(t, pgqueue.RecordProgress(ctx, map[string]int{"at": job.Args.N}))
+		switch job.Args.Do {
+		case "retry":
+			if job.Attempt == 1 {
+				return errors.New("first attempt fails")
+			}
+		case "snooze":
+			if snoozes.Add(1) == 1 {
+				return pgqueue.JobSnooze(10 * time.Millisecond)
+			}
+		case "cancel":
+			<-ctx.Done()
+			return ctx.Err()
+		case "tx":
+			tx, err := pool.Begin(ctx)
+			if err != nil {
+				return err
+			}
+			defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+			if err := client.Load().CompleteTx(ctx, tx, job.JobRow); err != nil {
+				return err
+			}
+			return tx.Commit(ctx)
+		}
+		return pgqueue.RecordOutput(ctx, map[string]string{"note": job.Args.Note})
+	}, nil))
+	periodic := pgqueue.NewPeriodicJob("tick", pgqueue.EverySchedule(time.Hour), func() (pgqueue.JobArgs, *pgqueue.InsertOpts) {
+		return modeArgs{N: -1, Do: "ok", Note: "periodic"}, &pgqueue.InsertOpts{Tags: []string{"periodic"}, Meta: map[string]any{"m": 1}}
+	}, &pgqueue.PeriodicJobOpts{RunOnStart: true})
+	b := startClient(t, pool, workers, &pgqueue.Config{
+		Logger: log.Logger(), PeriodicJobs: []*pgqueue.PeriodicJob{periodic},
+		Queues: map[string]pgqueue.QueueConfig{pgqueue.DefaultQueue: {MaxWorkers: 4}, "paused": {MaxWorkers: 2}},
+	})
+	c := b.client
+	client.Store(c)
+
+	// Every insert path; args and meta with characters JSON escapes.
+	note := "quote \" backslash \\ é \u2028"
+	opts := &pgqueue.InsertOpts{Tags: []string{"a", "b"}, Meta: map[string]any{"note": note}}
+	var ids []int64
+	for _, do := range []string{"ok", "retry", "snooze", "tx"} {
+		res, err := c.Enqueue(ctx, modeArgs{N: 1, Note: note, Do: do}, opts)
+		if err != nil {
+			t.Fatalf("enqueue %s: %v", do, err)
+		}
+		ids = append(ids, res.ID)
+	}
+	tx, err := pool.Begin(ctx)
+	must(t, err)
+	_, err = c.EnqueueTx(ctx, tx, modeArgs{N: 2, Note: note, Do: "ok"}, opts)
+	must(t, err)
+	must(t, tx.Commit(ctx))
+	uopts := &pgqueue.InsertOpts{Unique: &pgqueue.UniqueOpts{ByArgs: true}}
+	first, err := c.Enqueue(ctx, modeArgs{N: 3, Note: note, Do: "ok"}, uopts)
+	must(t, err)
+	again, err := c.Enqueue(ctx, modeArgs{N: 3, Note: note, Do: "ok"}, uopts)
+	must(t, err)
+	if first.Duplicate || !again.Duplicate || again.ID != first.ID {
+		t.Fatalf("unique insert: first %+v, again %+v", first.Duplicate, again.Duplicate)
+	}
+	small := make([]pgqueue.EnqueueParams, 10)
+	for i := range small {
+		small[i] = pgqueue.EnqueueParams{Args: modeArgs{N: 100 + i, Note: note, Do: "ok"}, Opts: opts}
+	}
+	if res, err := c.EnqueueMany(ctx, small); err != nil || res.Inserted != 10 {
+		t.Fatalf("enqueue many (small): %+v, %v", res, err)
+	}
+	uniq := []pgqueue.EnqueueParams{
+		{Args: modeArgs{N: 3, Note: note, Do: "ok"}, Opts: uopts},
+		{Args: modeArgs{N: 4, Note: note, Do: "ok"}, Opts: uopts},
+		{Args: modeArgs{N: 4, Note: note, Do: "ok"}, Opts: uopts},
+	}
+	if res, err := c.EnqueueMany(ctx, uniq); err != nil || res.Inserted != 1 || len(res.Duplicates) != 2 {
+		t.Fatalf("enqueue many (unique): %+v, %v", res, err)
+	}
+	big := make([]pgqueue.EnqueueParams, 100)
+	for i := range big {
+		big[i] = pgqueue.EnqueueParams{Args: modeArgs{N: 1000 + i, Note: note, Do: "ok"}, Opts: opts}
+	}
+	if res, err := c.EnqueueMany(ctx, big); err != nil || res.Inserted != 100 {
+		t.Fatalf("enqueue many (COPY): %+v, %v", res, err)
+	}
+	cancelled, err := c.Enqueue(ctx, modeArgs{N: 5, Do: "cancel"}, nil)
+	must(t, err)
+
+	// Pause a queue, enqueue there, and see nothing run until resumed.
+	must(t, c.QueuePause(ctx, "paused"))
+	held, err := c.Enqueue(ctx, modeArgs{N: 6, Do: "ok"}, &pgqueue.InsertOpts{Queue: "paused"})
+	must(t, err)
+
+	waitState(t, pool, cancelled.ID, "running")
+	_, err = c.JobCancel(ctx, cancelled.ID)
+	must(t, err)
+	waitState(t, pool, cancelled.ID, "cancelled")
+	// 4 singles, 1 in a tx, 2 unique, 10 small, 100 COPY and the periodic.
+	const completed = 4 + 1 + 2 + 10 + 100 + 1
+	waitFor(t, "every job completed", func() bool { return countJobs(t, pool, "state = 'completed'") == completed })
+	if s := readJob(t, pool, held.ID); s.state != "available" {
+		t.Fatalf("job on a paused queue is %s", s.state)
+	}
+	must(t, c.QueueResume(ctx, "paused"))
+	waitState(t, pool, held.ID, "completed")
+
+	if s := readJob(t, pool, ids[1]); s.attempt != 2 || len(s.errors) != 1 {
+		t.Fatalf("retried job: attempt %d, errors %v", s.attempt, s.errors)
+	}
+	if n := countJobs(t, pool, "args->>'note' = $1 AND meta->>'note' = $1 AND tags = '{a,b}'", note); n != 4+1+10+100 {
+		t.Fatalf("%d jobs kept args, meta and tags exactly, want %d", n, 4+1+10+100)
+	}
+	if n := countJobs(t, pool, "meta->'periodic'->>'name' = 'tick' AND args->>'note' = 'periodic'"); n != 1 {
+		t.Fatalf("%d periodic jobs", n)
+	}
+	list, err := c.JobList(ctx, &pgqueue.JobListParams{ArgsContain: map[string]any{"note": note, "n": 1}, Tags: []string{"a"}})
+	must(t, err)
+	if len(list.Jobs) != 4 {
+		t.Fatalf("JobList by args found %d jobs, want 4", len(list.Jobs))
+	}
+	got, err := c.JobGet(ctx, ids[0])
+	must(t, err)
+	if got.State != pgqueue.StateCompleted {
+		t.Fatalf("JobGet: %s", got.State)
+	}
+	if errs := errorLines(log.String()); len(errs) > 0 {
+		t.Fatalf("%d errors logged, first: %s", len(errs), errs[0])
+	}
+}
+
+// errorLines returns the lines of a text log at level ERROR.
+func errorLines(log string) []string {
+	var out []string
+	for line := range strings.Lines(log) {
+		if strings.Contains(line, "level=ERROR") {
+			out = append(out, line)
+		}
+	}
+	return out
+}
