@@ -20,6 +20,9 @@ func (c *Client) CompleteTx(ctx context.Context, tx pgx.Tx, job *JobRow) error {
 	if job == nil {
 		return fmt.Errorf("%w: nil job", ErrInvalidArgs)
 	}
+	if isNilValue(tx) {
+		return fmt.Errorf("complete job %d: %w", job.ID, ErrNilTx)
+	}
 	if err := completeInTx(ctx, tx, c.q, job); err != nil {
 		return err
 	}

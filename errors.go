@@ -14,6 +14,10 @@ var (
 	// ErrNilPool is returned by New when the pool is nil.
 	ErrNilPool = errors.New("pgqueue: nil pool")
 
+	// ErrNilTx is returned by the calls that take a caller's transaction
+	// (CompleteTx, CheckFenceTx) when it is nil.
+	ErrNilTx = errors.New("pgqueue: nil transaction")
+
 	// ErrClosedPool is returned by any call that needs the database after the
 	// pool handed to New was closed. It is the same value as
 	// pglock.ErrClosedPool.

@@ -23,6 +23,9 @@ const staleFenceCode = "PQF01"
 // SQL the same check is the function <schema>.check_fence(resource, token),
 // which raises SQLSTATE PQF01.
 func (c *Client) CheckFenceTx(ctx context.Context, tx pgx.Tx, resource string, token int64) error {
+	if isNilValue(tx) {
+		return fmt.Errorf("check fence %q: %w", resource, ErrNilTx)
+	}
 	if _, err := tx.Exec(ctx, c.q.checkFence, resource, token); err != nil {
 		if IsStaleFence(err) {
 			return fmt.Errorf("check fence %q token %d: %w", resource, token, ErrStaleFence)

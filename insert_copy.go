@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 )
@@ -104,9 +103,6 @@ var errCopyAborted = errors.New("pgqueue: copy aborted")
 // length of a header extension that is not used.
 var copyHeader = []byte("PGCOPY\n\xff\r\n\x00\x00\x00\x00\x00\x00\x00\x00\x00")
 
-// pgEpoch is where PostgreSQL's binary timestamps count from.
-var pgEpoch = time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)
-
 // textOID is the type of tags' elements in the binary array format.
 const textOID = 25
 
@@ -168,7 +164,7 @@ func appendCopyRow(b []byte, job *encodedJob, later bool) []byte {
 	}
 	if later {
 		b = binary.BigEndian.AppendUint32(b, 8)
-		b = binary.BigEndian.AppendUint64(b, uint64(job.runAt.Sub(pgEpoch).Microseconds()))
+		b = binary.BigEndian.AppendUint64(b, uint64(pgMicros(*job.runAt)))
 		b = appendText(b, string(StateScheduled))
 	}
 	return b

@@ -79,6 +79,9 @@ func AddWorker[T JobArgs](ws *Workers, w Worker[T], opts *WorkerOpts) error {
 	if err := validateKind(kind); err != nil {
 		return err
 	}
+	if isNilValue(w) {
+		return fmt.Errorf("%w: kind %q: nil worker", ErrInvalidOption, kind)
+	}
 	if opts == nil {
 		opts = &WorkerOpts{}
 	}
@@ -114,6 +117,10 @@ func AddWorker[T JobArgs](ws *Workers, w Worker[T], opts *WorkerOpts) error {
 // AddWorkerFunc registers fn for the kind T's zero value names, like
 // AddWorker.
 func AddWorkerFunc[T JobArgs](ws *Workers, fn func(ctx context.Context, job *Job[T]) error, opts *WorkerOpts) error {
+	if fn == nil {
+		var zero T
+		return fmt.Errorf("%w: kind %q: nil worker func", ErrInvalidOption, zero.Kind())
+	}
 	return AddWorker[T](ws, WorkFunc[T](fn), opts)
 }
 
