@@ -76,13 +76,6 @@ func TestClaimsExactlyOnce(t *testing.T) {
 	if testing.Short() {
 		jobs = 4_000
 	}
-	params := make([]pgqueue.EnqueueParams, jobs)
-	for i := range params {
-		params[i] = pgqueue.EnqueueParams{Args: noteArgs{N: i}, Opts: &pgqueue.InsertOpts{Priority: int16(i % 3)}}
-	}
-	_, err = newClient(t, pool, nil).EnqueueMany(ctx, params)
-	must(t, err)
-
 	var handled atomic.Int64
 	for i := range 8 {
 		ws := pgqueue.NewWorkers()
@@ -95,6 +88,14 @@ func TestClaimsExactlyOnce(t *testing.T) {
 			Queues: map[string]pgqueue.QueueConfig{pgqueue.DefaultQueue: {MaxWorkers: 4}},
 		})
 	}
+	// Enqueued once every client is up, so that all of them compete for
+	// the jobs from the first claim on.
+	params := make([]pgqueue.EnqueueParams, jobs)
+	for i := range params {
+		params[i] = pgqueue.EnqueueParams{Args: noteArgs{N: i}, Opts: &pgqueue.InsertOpts{Priority: int16(i % 3)}}
+	}
+	_, err = newClient(t, pool, nil).EnqueueMany(ctx, params)
+	must(t, err)
 	deadline := time.Now().Add(3 * time.Minute)
 	for countJobs(t, pool, "state = 'completed'") < jobs {
 		if time.Now().After(deadline) {
@@ -117,4 +118,7 @@ func TestClaimsExactlyOnce(t *testing.T) {
 	var workers int
 	must(t, pool.QueryRow(ctx, "SELECT count(DISTINCT worker_id) FROM pgqueue.jobs").Scan(&workers))
 	t.Logf("%d jobs, %d claims, worked by %d clients", jobs, claims, workers)
+	if workers != 8 {
+		t.Fatalf("jobs worked by %d of 8 clients: the claims did not compete", workers)
+	}
 }

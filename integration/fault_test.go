@@ -109,14 +109,22 @@ func TestFaultWorkerPaused(t *testing.T) {
 	}
 	// Every write the victim attempted after it resumed about a job taken
 	// over was refused, and it did attempt one for each: its handlers were
-	// mid-transaction, deaf to their cancelled context.
+	// mid-transaction, deaf to their cancelled context. A job claimed ahead
+	// of a free handler was handed back instead, a result the database
+	// refused (the client logged it).
 	for _, line := range e.evidence(t.Context(), `
-		SELECT format('job %s held by %s at fence %s, taken over at fence %s: no refusal of its write recorded', s.id, $3::text, s.fence, j.fence)
+		SELECT format('%s|%s|job %s held by %s at fence %s, taken over at fence %s: no refusal of its write recorded', s.id, s.fence, s.id, $3::text, s.fence, j.fence)
 		FROM unnest($1::bigint[], $2::bigint[]) AS s(id, fence) JOIN pgqueue.jobs j ON j.id = s.id
 		WHERE j.fence > s.fence AND NOT EXISTS (
 		    SELECT 1 FROM refusals r WHERE r.job_id = s.id AND r.fence = s.fence AND r.worker = $3 AND r.reason IN ($4, $5))`,
 		ids, fences, victim.name, faultReasonStaleFence, faultReasonLeaseLost) {
-		t.Errorf("paused worker's write not refused: %s", line)
+		id, rest, _ := strings.Cut(line, "|")
+		fence, msg, _ := strings.Cut(rest, "|")
+		handedBack := victim.sawLine("event handed-back job="+id+" ", true) &&
+			victim.sawLine("event result-refused job="+id+" fence="+fence, false)
+		if !handedBack {
+			t.Errorf("paused worker's write not refused: %s", msg)
+		}
 	}
 	if takenOver == 0 {
 		t.Errorf("none of the %d jobs %s held was taken over during a %s pause with a %s lease; sessions waiting on locks at the end of the pause:\n  %s",

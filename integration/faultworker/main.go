@@ -9,7 +9,8 @@
 // then prints "stopped: effects=N refusals=N". It prints "event <what>
 // job=<id> fence=<n>" whenever the client logs that a job's lease was lost
 // (lease-lost), its result refused by the database (result-refused) or
-// dropped because the lease was lost (result-dropped).
+// dropped because the lease was lost (result-dropped), or a job claimed
+// ahead handed back unrun (handed-back).
 //
 // Two roles serve the scenario that resumes a paused worker while its jobs
 // run under another worker's fence (see the tests): with -victim, a
@@ -244,6 +245,7 @@ var events = map[string]string{
 	"pgqueue: lease lost":                     "lease-lost",
 	"pgqueue: job result refused":             "result-refused",
 	"pgqueue: job result dropped, lease lost": "result-dropped",
+	"pgqueue: claimed job waited too long for a free worker; handed back": "handed-back",
 }
 
 func (h *eventHandler) Handle(ctx context.Context, r slog.Record) error {

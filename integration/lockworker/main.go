@@ -192,7 +192,7 @@ func (w *spanWorker) Work(ctx context.Context, job *pgqueue.Job[SpanArgs]) error
 	if w.opts.mode == "xact" {
 		reason, err = w.xact(wctx, job)
 	} else {
-		reason, err = w.session(wctx, job)
+		reason, err = w.session(wctx, ctx, job)
 	}
 	if err != nil {
 		w.refuse(job, reason, err)
@@ -216,11 +216,22 @@ func (w *spanWorker) xact(ctx context.Context, job *pgqueue.Job[SpanArgs]) (stri
 	return "", nil
 }
 
-func (w *spanWorker) session(ctx context.Context, job *pgqueue.Job[SpanArgs]) (string, error) {
+// session runs a job in session mode. It records the run in attempts, in
+// autocommit, whether or not its writes are later refused: what the
+// session lock itself keeps apart, fences aside. jobCtx is the handler's
+// context, ended with pglock.ErrLost when the lock's connection died.
+func (w *spanWorker) session(ctx, jobCtx context.Context, job *pgqueue.Job[SpanArgs]) (string, error) {
 	var start time.Time
-	if err := w.pool.QueryRow(ctx, "SELECT clock_timestamp()").Scan(&start); err != nil {
+	var attempt int64
+	if err := w.pool.QueryRow(ctx, `INSERT INTO attempts (job_id, key, worker, lock_fence) VALUES ($1, $2, $3, $4) RETURNING id, started`,
+		job.ID, job.Args.Key, w.id, job.LockFence).Scan(&attempt, &start); err != nil {
 		return "error", fmt.Errorf("start: %w", err)
 	}
+	defer func() {
+		// Ended before the handler returns, so before the lock is released.
+		_, _ = w.pool.Exec(ctx, `UPDATE attempts SET ended = clock_timestamp(), lock_lost = $2 WHERE id = $1`,
+			attempt, errors.Is(context.Cause(jobCtx), pglock.ErrLost))
+	}()
 	time.Sleep(w.workTime())
 	tx, err := w.pool.Begin(ctx)
 	if err != nil {

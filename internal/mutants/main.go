@@ -29,10 +29,12 @@ import (
 	"io/fs"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
+	"syscall"
 	"time"
 )
 
@@ -156,7 +158,9 @@ func run(o options) error {
 		return fmt.Errorf("mutants that no longer match the code:\n  %s", strings.Join(stale, "\n  "))
 	}
 
-	ctx := context.Background()
+	// Interrupted, the test run in flight is killed and the copy removed.
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
 	if o.baseline {
 		seen := map[string]bool{}
 		for _, m := range chosen {
