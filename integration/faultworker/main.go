@@ -242,9 +242,9 @@ type eventHandler struct {
 }
 
 var events = map[string]string{
-	"pgqueue: lease lost":                     "lease-lost",
-	"pgqueue: job result refused":             "result-refused",
-	"pgqueue: job result dropped, lease lost": "result-dropped",
+	"pgqueue: lease lost":                                                 "lease-lost",
+	"pgqueue: job result refused":                                         "result-refused",
+	"pgqueue: job result dropped, lease lost":                             "result-dropped",
 	"pgqueue: claimed job waited too long for a free worker; handed back": "handed-back",
 }
 
