@@ -18,6 +18,10 @@ func (p *process) handler() http.Handler {
 	})
 	mux.HandleFunc("GET /readyz", p.readyz)
 	mux.HandleFunc("GET /metrics", func(w http.ResponseWriter, r *http.Request) {
+		if h := p.metricsHandler.Load(); h != nil {
+			(*h).ServeHTTP(w, r)
+			return
+		}
 		w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
 		p.metrics.write(r.Context(), w, p)
 	})

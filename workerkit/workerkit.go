@@ -74,8 +74,14 @@ type Env struct {
 	// Schema, ID, Queues, JobLease, Logger, and Workers from Options.
 	// After Setup the kit adds its metrics middleware in front of
 	// WorkMiddleware and wraps Observer (a Setup's Observer is still
-	// called).
+	// called), unless Setup set MetricsHandler.
 	Config *pgqueue.Config
+	// MetricsHandler, if Setup sets it, serves /metrics instead of the
+	// kit's own metrics, which are then not recorded at all: the handler
+	// of otelpgqueue.NewPrometheus serves the client's OpenTelemetry
+	// metrics (install otelpgqueue in Config). The kit stays free of the
+	// OpenTelemetry SDK, which only programs that want it link.
+	MetricsHandler http.Handler
 }
 
 // Main runs the worker program opts describes with the process's
@@ -159,6 +165,8 @@ type process struct {
 	s       *Settings
 	log     *slog.Logger
 	metrics *metrics
+	// metricsHandler is Env.MetricsHandler, once Setup set it.
+	metricsHandler atomic.Pointer[http.Handler]
 
 	state  atomic.Int32
 	pool   atomic.Pointer[pgxpool.Pool]
@@ -322,8 +330,12 @@ func (p *process) start(ctx context.Context) (*pgqueue.Client, *pgxpool.Pool, er
 	if env.Config.Workers == nil {
 		return nil, pool, errors.New("no workers: set Options.Workers or Env.Config.Workers in Setup")
 	}
-	env.Config.WorkMiddleware = append([]pgqueue.WorkMiddleware{p.metrics}, env.Config.WorkMiddleware...)
-	env.Config.Observer = p.metrics.observer(env.Config.Observer)
+	if env.MetricsHandler != nil {
+		p.metricsHandler.Store(&env.MetricsHandler)
+	} else {
+		env.Config.WorkMiddleware = append([]pgqueue.WorkMiddleware{p.metrics}, env.Config.WorkMiddleware...)
+		env.Config.Observer = p.metrics.observer(env.Config.Observer)
+	}
 	client, err := pgqueue.New(pool, env.Config)
 	if err != nil {
 		return nil, pool, fmt.Errorf("configure client: %w", err)

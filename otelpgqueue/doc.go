@@ -1,0 +1,48 @@
+// Package otelpgqueue records a pgqueue client's metrics and traces with
+// OpenTelemetry, and serves the metrics to Prometheus.
+//
+// It is a Go module of its own so that the OpenTelemetry SDK and the
+// Prometheus client stay out of the builds of programs that use pgqueue
+// without it; it depends only on the hooks of the core: insert and work
+// middleware and pgqueue.Observer.
+//
+// Install it in the client's config before pgqueue.New:
+//
+//	inst, err := otelpgqueue.New(&otelpgqueue.Config{MeterProvider: mp, TracerProvider: tp})
+//	...
+//	cfg := &pgqueue.Config{Workers: workers, Queues: queues}
+//	if err := inst.Install(cfg); err != nil { ... }
+//	client, err := pgqueue.New(pool, cfg)
+//
+// # Metrics
+//
+// Counters, by queue and kind: pgqueue.jobs.enqueued, .completed,
+// .failed (attempts), .retried, .discarded, .cancelled, .snoozed,
+// .released, .rescued (and state) and pgqueue.writes.refused (and write).
+// Histograms: pgqueue.job.wait (from run_at to the attempt's start, by the
+// database clock), pgqueue.job.duration (and outcome), pgqueue.claim.size
+// and pgqueue.complete.size. Gauges from the maintenance leader only, every
+// pgqueue.Observer.QueuesInterval: pgqueue.queue.jobs (by queue and state:
+// scheduled, available, running), pgqueue.queue.oldest_available_age and
+// pgqueue.queue.paused. They come from Client.QueueList, which counts from
+// partial indexes over the live states; finished jobs are not gauged
+// (count them with the counters' rates: a gauge over completed rows would
+// scan the retention's worth of rows at each interval).
+//
+// # Traces
+//
+// Each insert runs in a producer span "pgqueue.enqueue", whose trace
+// context is stored in each job's meta under MetaKey. Each attempt runs in
+// a consumer span "pgqueue.work <kind>" linked to that span, so a trace
+// shows the request that enqueued a job and the work it caused, and the
+// handler's own spans are children of the attempt's. The client's log
+// records of an attempt (failed, discarded, panicked, cancelled) take the
+// handler's context: a slog handler that reads trace ids from the context
+// puts the attempt's span on them.
+//
+// # Prometheus
+//
+// NewPrometheus returns a MeterProvider with the OpenTelemetry Prometheus
+// exporter and the http.Handler of its /metrics; workerkit serves it in
+// place of its own counters when Setup sets Env.MetricsHandler.
+package otelpgqueue

@@ -1,0 +1,340 @@
+package otelpgqueue
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"strconv"
+	"sync"
+	"time"
+
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/pgqueue/pgqueue"
+)
+
+// ScopeName is the instrumentation scope of the meter and the tracer.
+const ScopeName = "github.com/pgqueue/pgqueue/otelpgqueue"
+
+// MetaKey is the key of the job's meta under which the enqueuer's trace
+// context is stored, as the propagator's fields (traceparent,
+// tracestate) in a JSON object.
+const MetaKey = "otel"
+
+// ErrObserverSet is returned by Install when the config already has an
+// Observer: the client takes one, so combine them yourself with
+// Instrumentation.Observer.
+var ErrObserverSet = errors.New("otelpgqueue: Config.Observer is already set")
+
+// Config configures an Instrumentation. The zero value uses the global
+// providers.
+type Config struct {
+	// MeterProvider makes the meter. Default otel.GetMeterProvider().
+	MeterProvider metric.MeterProvider
+	// TracerProvider makes the tracer. Default otel.GetTracerProvider().
+	TracerProvider trace.TracerProvider
+	// Propagator writes the enqueuer's trace context into the job's meta
+	// and reads it back in the run. Default propagation.TraceContext{}:
+	// the global propagator is a no-op unless the program set one.
+	Propagator propagation.TextMapPropagator
+}
+
+// Instrumentation records a client's metrics and traces: install it in a
+// pgqueue.Config before pgqueue.New.
+type Instrumentation struct {
+	tracer     trace.Tracer
+	propagator propagation.TextMapPropagator
+
+	enqueued, completed, failed, retried, discarded metric.Int64Counter
+	cancelled, snoozed, released, rescued, refused  metric.Int64Counter
+	wait, run                                       metric.Float64Histogram
+	claimSize, writeSize                            metric.Int64Histogram
+
+	// attrs caches the option of each label set: building a set on
+	// every job would cost more than the measurement.
+	attrs sync.Map // labels -> metric.MeasurementOption
+
+	mu     sync.Mutex
+	queues []*pgqueue.QueueInfo // the leader's last report; nil elsewhere
+}
+
+type labels struct{ queue, kind, k3, v3 string }
+
+// sizeBuckets suit claims and result batches: 1 up to a few thousand.
+var sizeBuckets = []float64{1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000}
+
+// secondsBuckets span a millisecond to an hour: queue waits and runs.
+var secondsBuckets = []float64{0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900, 3600}
+
+// New returns an Instrumentation whose instruments are registered with
+// cfg's meter provider. cfg may be nil.
+func New(cfg *Config) (*Instrumentation, error) {
+	var c Config
+	if cfg != nil {
+		c = *cfg
+	}
+	if c.MeterProvider == nil {
+		c.MeterProvider = otel.GetMeterProvider()
+	}
+	if c.TracerProvider == nil {
+		c.TracerProvider = otel.GetTracerProvider()
+	}
+	if c.Propagator == nil {
+		c.Propagator = propagation.TraceContext{}
+	}
+	meter := c.MeterProvider.Meter(ScopeName)
+	in := &Instrumentation{tracer: c.TracerProvider.Tracer(ScopeName), propagator: c.Propagator}
+	var errs []error
+	counter := func(name, desc string) metric.Int64Counter {
+		m, err := meter.Int64Counter(name, metric.WithUnit("{job}"), metric.WithDescription(desc))
+		errs = append(errs, err)
+		return m
+	}
+	in.enqueued = counter("pgqueue.jobs.enqueued", "Jobs inserted by this process (in a transaction: written, maybe not committed), by queue and kind.")
+	in.completed = counter("pgqueue.jobs.completed", "Jobs this process completed, by queue and kind.")
+	in.failed = counter("pgqueue.jobs.failed", "Attempts this process ran that failed (an error or a panic), by queue and kind.")
+	in.retried = counter("pgqueue.jobs.retried", "Failed attempts whose job was scheduled to run again, by queue and kind.")
+	in.discarded = counter("pgqueue.jobs.discarded", "Jobs this process discarded (attempts used up, an error handler's decision, an unknown kind), by queue and kind.")
+	in.cancelled = counter("pgqueue.jobs.cancelled", "Jobs this process ended cancelled, by queue and kind.")
+	in.snoozed = counter("pgqueue.jobs.snoozed", "Attempts that snoozed their job, by queue and kind.")
+	in.released = counter("pgqueue.jobs.released", "Jobs handed back unrun or cut short by Stop, by queue and kind.")
+	in.rescued = counter("pgqueue.jobs.rescued", "Running jobs whose lease expired, rescued by this process as the maintenance leader, by queue, kind and state after the rescue.")
+	in.refused = counter("pgqueue.writes.refused", "Writes about a job refused by its fence (the job was taken over), by queue, kind and write (result, heartbeat).")
+	hist := func(name, desc string) metric.Float64Histogram {
+		m, err := meter.Float64Histogram(name, metric.WithUnit("s"), metric.WithDescription(desc),
+			metric.WithExplicitBucketBoundaries(secondsBuckets...))
+		errs = append(errs, err)
+		return m
+	}
+	in.wait = hist("pgqueue.job.wait", "Time from when a job became runnable (its run_at) to the start of its attempt, by the database clock, by queue and kind.")
+	in.run = hist("pgqueue.job.duration", "Run time of each attempt (handler and work middleware inside this one), by queue, kind and outcome.")
+	size := func(name, desc string) metric.Int64Histogram {
+		m, err := meter.Int64Histogram(name, metric.WithUnit("{job}"), metric.WithDescription(desc),
+			metric.WithExplicitBucketBoundaries(sizeBuckets...))
+		errs = append(errs, err)
+		return m
+	}
+	in.claimSize = size("pgqueue.claim.size", "Jobs taken by each claim that took any, by queue.")
+	in.writeSize = size("pgqueue.complete.size", "Results written by each batch statement.")
+
+	jobs, err := meter.Int64ObservableGauge("pgqueue.queue.jobs", metric.WithUnit("{job}"),
+		metric.WithDescription("Unfinished jobs per queue and state (scheduled, available, running), reported by the maintenance leader only."))
+	errs = append(errs, err)
+	age, err := meter.Float64ObservableGauge("pgqueue.queue.oldest_available_age", metric.WithUnit("s"),
+		metric.WithDescription("How long the oldest available job of each queue has waited; 0 when none waits. Reported by the maintenance leader only."))
+	errs = append(errs, err)
+	paused, err := meter.Int64ObservableGauge("pgqueue.queue.paused",
+		metric.WithDescription("1 when the queue is paused. Reported by the maintenance leader only."))
+	errs = append(errs, err)
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	_, err = meter.RegisterCallback(func(_ context.Context, o metric.Observer) error {
+		in.mu.Lock()
+		qs := in.queues
+		in.mu.Unlock()
+		for _, q := range qs {
+			queue := attribute.String("queue", q.Name)
+			o.ObserveInt64(jobs, q.Scheduled, metric.WithAttributes(queue, attribute.String("state", "scheduled")))
+			o.ObserveInt64(jobs, q.Available, metric.WithAttributes(queue, attribute.String("state", "available")))
+			o.ObserveInt64(jobs, q.Running, metric.WithAttributes(queue, attribute.String("state", "running")))
+			o.ObserveFloat64(age, q.OldestAvailableAge.Seconds(), metric.WithAttributes(queue))
+			var p int64
+			if q.Paused {
+				p = 1
+			}
+			o.ObserveInt64(paused, p, metric.WithAttributes(queue))
+		}
+		return nil
+	}, jobs, age, paused)
+	if err != nil {
+		return nil, err
+	}
+	return in, nil
+}
+
+// Install adds the instrumentation to cfg: its insert and work middleware
+// first (outermost, so the spans and the run time cover the others) and
+// its Observer. It returns ErrObserverSet when cfg has an Observer.
+func (in *Instrumentation) Install(cfg *pgqueue.Config) error {
+	if cfg.Observer != nil {
+		return ErrObserverSet
+	}
+	cfg.InsertMiddleware = append([]pgqueue.InsertMiddleware{in.InsertMiddleware()}, cfg.InsertMiddleware...)
+	cfg.WorkMiddleware = append([]pgqueue.WorkMiddleware{in.WorkMiddleware()}, cfg.WorkMiddleware...)
+	cfg.Observer = in.Observer()
+	return nil
+}
+
+// opt returns the cached measurement option of a label set.
+func (in *Instrumentation) opt(l labels) metric.MeasurementOption {
+	if o, ok := in.attrs.Load(l); ok {
+		return o.(metric.MeasurementOption)
+	}
+	kv := make([]attribute.KeyValue, 0, 3)
+	if l.queue != "" {
+		kv = append(kv, attribute.String("queue", l.queue))
+	}
+	if l.kind != "" {
+		kv = append(kv, attribute.String("kind", l.kind))
+	}
+	if l.k3 != "" {
+		kv = append(kv, attribute.String(l.k3, l.v3))
+	}
+	o, _ := in.attrs.LoadOrStore(l, metric.WithAttributeSet(attribute.NewSet(kv...)))
+	return o.(metric.MeasurementOption)
+}
+
+// InsertMiddleware returns the middleware that counts inserted jobs, and
+// wraps each insert in a producer span whose trace context it stores in
+// every job's meta under MetaKey.
+func (in *Instrumentation) InsertMiddleware() pgqueue.InsertMiddleware {
+	return pgqueue.InsertMiddlewareFunc(in.insert)
+}
+
+func (in *Instrumentation) insert(ctx context.Context, jobs []*pgqueue.InsertParams, next func(context.Context) (*pgqueue.InsertResult, error)) error {
+	attrs := []attribute.KeyValue{attribute.String("messaging.system", "pgqueue"), attribute.Int("messaging.batch.message_count", len(jobs))}
+	if len(jobs) > 0 {
+		attrs = append(attrs, attribute.String("messaging.destination.name", jobs[0].Queue), attribute.String("pgqueue.kind", jobs[0].Kind))
+	}
+	ctx, span := in.tracer.Start(ctx, "pgqueue.enqueue", trace.WithSpanKind(trace.SpanKindProducer), trace.WithAttributes(attrs...))
+	defer span.End()
+	if span.SpanContext().IsValid() {
+		carrier := propagation.MapCarrier{}
+		in.propagator.Inject(ctx, carrier)
+		if len(carrier) > 0 {
+			for _, j := range jobs {
+				if j.Meta == nil {
+					j.Meta = map[string]any{}
+				}
+				j.Meta[MetaKey] = map[string]string(carrier)
+			}
+		}
+	}
+	res, err := next(ctx)
+	if err != nil {
+		span.RecordError(err)
+		span.SetStatus(codes.Error, err.Error())
+		return err
+	}
+	if len(res.Rows) == 1 {
+		span.SetAttributes(attribute.Int64("pgqueue.job.id", res.Rows[0].ID))
+	}
+	dup := res.Duplicates
+	for i, j := range jobs {
+		if len(dup) > 0 && dup[0] == i {
+			dup = dup[1:]
+			continue
+		}
+		in.enqueued.Add(ctx, 1, in.opt(labels{queue: j.Queue, kind: j.Kind}))
+	}
+	if n := len(res.Duplicates); n > 0 {
+		span.SetAttributes(attribute.Int("pgqueue.duplicates", n))
+	}
+	return nil
+}
+
+// WorkMiddleware returns the middleware that records each attempt's queue
+// wait, run time and failure, and runs it in a consumer span linked to
+// the span that enqueued the job.
+func (in *Instrumentation) WorkMiddleware() pgqueue.WorkMiddleware {
+	return pgqueue.WorkMiddlewareFunc(in.work)
+}
+
+func (in *Instrumentation) work(ctx context.Context, job *pgqueue.JobRow, next func(context.Context) error) error {
+	qk := in.opt(labels{queue: job.Queue, kind: job.Kind})
+	if !job.AttemptedAt.IsZero() && !job.RunAt.IsZero() {
+		// Both by the database clock: no skew with this host.
+		in.wait.Record(ctx, max(job.AttemptedAt.Sub(job.RunAt), 0).Seconds(), qk)
+	}
+	opts := []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindConsumer), trace.WithAttributes(
+		attribute.String("messaging.system", "pgqueue"),
+		attribute.String("messaging.destination.name", job.Queue),
+		attribute.String("messaging.message.id", strconv.FormatInt(job.ID, 10)),
+		attribute.String("pgqueue.kind", job.Kind),
+		attribute.Int("pgqueue.attempt", job.Attempt),
+	)}
+	if link, ok := in.enqueuer(ctx, job.Meta); ok {
+		opts = append(opts, trace.WithLinks(trace.Link{SpanContext: link}))
+	}
+	ctx, span := in.tracer.Start(ctx, "pgqueue.work "+job.Kind, opts...)
+	start := time.Now()
+	err := next(ctx)
+	took := time.Since(start).Seconds()
+	outcome := pgqueue.OutcomeOf(ctx, err)
+	in.run.Record(ctx, took, in.opt(labels{queue: job.Queue, kind: job.Kind, k3: "outcome", v3: string(outcome)}))
+	if outcome == pgqueue.OutcomeFailed {
+		in.failed.Add(ctx, 1, qk)
+		span.RecordError(err)
+		span.SetStatus(codes.Error, err.Error())
+	}
+	span.SetAttributes(attribute.String("pgqueue.outcome", string(outcome)))
+	span.End()
+	return err
+}
+
+// enqueuer reads the trace context the insert middleware stored in meta.
+func (in *Instrumentation) enqueuer(ctx context.Context, meta []byte) (trace.SpanContext, bool) {
+	if !bytes.Contains(meta, []byte(`"`+MetaKey+`"`)) {
+		return trace.SpanContext{}, false
+	}
+	var m map[string]json.RawMessage
+	if json.Unmarshal(meta, &m) != nil {
+		return trace.SpanContext{}, false
+	}
+	var carrier propagation.MapCarrier
+	if json.Unmarshal(m[MetaKey], &carrier) != nil || len(carrier) == 0 {
+		return trace.SpanContext{}, false
+	}
+	sc := trace.SpanContextFromContext(in.propagator.Extract(context.WithoutCancel(ctx), carrier))
+	return sc, sc.IsValid()
+}
+
+// Observer returns the pgqueue.Observer that counts results, rescues and
+// refused writes, records claim and batch sizes, and keeps the leader's
+// queue counts for the gauges. Install sets it; set it yourself to
+// combine it with another.
+func (in *Instrumentation) Observer() *pgqueue.Observer {
+	ctx := context.Background()
+	return &pgqueue.Observer{
+		Claimed: func(queue string, n int) {
+			in.claimSize.Record(ctx, int64(n), in.opt(labels{queue: queue}))
+		},
+		Written: func(n int) { in.writeSize.Record(ctx, int64(n)) },
+		Recorded: func(job *pgqueue.JobRow, r pgqueue.JobResult) {
+			var c metric.Int64Counter
+			switch r {
+			case pgqueue.ResultCompleted:
+				c = in.completed
+			case pgqueue.ResultRetried:
+				c = in.retried
+			case pgqueue.ResultDiscarded:
+				c = in.discarded
+			case pgqueue.ResultCancelled:
+				c = in.cancelled
+			case pgqueue.ResultSnoozed:
+				c = in.snoozed
+			default:
+				c = in.released
+			}
+			c.Add(ctx, 1, in.opt(labels{queue: job.Queue, kind: job.Kind}))
+		},
+		Refused: func(job *pgqueue.JobRow, write string) {
+			in.refused.Add(ctx, 1, in.opt(labels{queue: job.Queue, kind: job.Kind, k3: "write", v3: write}))
+		},
+		Rescued: func(j pgqueue.RescuedJob) {
+			in.rescued.Add(ctx, 1, in.opt(labels{queue: j.Queue, kind: j.Kind, k3: "state", v3: string(j.State)}))
+		},
+		Queues: func(qs []*pgqueue.QueueInfo) {
+			in.mu.Lock()
+			in.queues = qs
+			in.mu.Unlock()
+		},
+	}
+}
