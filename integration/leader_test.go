@@ -3,6 +3,7 @@ package integration_test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -226,4 +227,57 @@ func (e *lockEnv) replaceLeaderTerm(ttl time.Duration) int64 {
 		e.t.Fatal(err)
 	}
 	return fence
+}
+
+// TestLeaseStaleRenewal pauses a process holding the lease past its TTL,
+// lets another take it over and keep it, then resumes the first, which
+// renews at once with its old fence without looking at the clock: the
+// database must refuse that renewal, leaving the new holder's lease as it
+// was.
+func TestLeaseStaleRenewal(t *testing.T) {
+	const ttl = 2 * time.Second
+	e := newLockEnv(t, leaderSchema)
+	args := []string{"-mode", "lease", "-ttl", ttl.String(), "-renew", "300ms"}
+	stale := e.startProc("1", args...)
+	stale.waitReady(t)
+	stale.waitLine(t, "hold term=", 10*time.Second, true)
+	term1 := termOf(t, stale, "hold term=")
+	if err := stale.signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	holder := e.startProc("2", args...)
+	holder.waitReady(t)
+	holder.waitLine(t, "hold term=", 10*time.Second, true)
+	term2 := termOf(t, holder, "hold term=")
+	holder.waitLine(t, fmt.Sprintf("renewed term=%d", term2), 5*time.Second, false)
+	if err := stale.signal(syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	// Its first renewal after the pause is refused.
+	stale.waitLine(t, fmt.Sprintf("lost term=%d", term1), 5*time.Second, false)
+	e.stopAll()
+
+	if n := e.int64Of(`SELECT count(*) FROM lease_log WHERE op = 'UPDATE' AND app = $1 AND old_fence = $2`, stale.app, term2); n != 0 {
+		t.Errorf("the resumed holder of term %d changed term %d's lease %d times: %v", term1, term2, n,
+			e.lines(`SELECT format('%s by %s: %s/%s -> %s/%s expiring %s -> %s', op, app, old_holder, old_fence, new_holder, new_fence, old_expires, new_expires) FROM lease_log WHERE app = $1 AND old_fence = $2 ORDER BY id`, stale.app, term2))
+	}
+	e.verify(leaderChecks)
+}
+
+// termOf returns the term of the first line p printed with prefix.
+func termOf(t *testing.T, p *lockProc, prefix string) int64 {
+	t.Helper()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, l := range p.stdout {
+		if strings.HasPrefix(l, prefix) {
+			var term int64
+			if _, err := fmt.Sscanf(strings.TrimPrefix(l, prefix), "%d", &term); err != nil {
+				t.Fatalf("%s: %q: %v", p.app, l, err)
+			}
+			return term
+		}
+	}
+	t.Fatalf("%s printed no %q line", p.app, prefix)
+	return 0
 }

@@ -1,6 +1,6 @@
 // Command lockworker is the worker process of pgqueue's lock tests
 // (integration/singleton_test.go, integration/leader_test.go). It runs in
-// one of three modes:
+// one of four modes:
 //
 //   - xact, session: works "span" jobs, which are singleton jobs run in
 //     pgqueue.SingletonXact or pgqueue.SingletonSession mode. Each run
@@ -17,6 +17,12 @@
 //     and carrying the lease's fence as its transaction saw it just before
 //     the check. A refused act is recorded in refused_acts(term, holder,
 //     error) and ends the term: the elector then resigns it.
+//   - lease: holds the lease "leader" with a bare pglock.LeaseLock and
+//     renews it every -renew interval without looking at ValidUntil, as a
+//     careless holder might, printing "hold term=N", "renewed term=N" and,
+//     once a renewal is refused, "lost term=N"; then it campaigns again.
+//     The database alone must refuse a stale renewal (the elector of
+//     leader mode never sends one once its own clock says the lease ended).
 //
 // Handlers and acts ignore their context's cancellation in their own writes
 // (as code that misses a lost lock would): only the locks and the fences
@@ -31,7 +37,7 @@
 //
 // Usage:
 //
-//	lockworker -db postgres://... -name 1 -mode xact|session|leader [flags]
+//	lockworker -db postgres://... -name 1 -mode xact|session|leader|lease [flags]
 package main
 
 import (
@@ -95,8 +101,8 @@ func (o *options) register(fs *flag.FlagSet) {
 
 func (o *options) check() error {
 	switch {
-	case o.mode != "xact" && o.mode != "session" && o.mode != "leader":
-		return fmt.Errorf("-mode %q: want xact, session or leader", o.mode)
+	case o.mode != "xact" && o.mode != "session" && o.mode != "leader" && o.mode != "lease":
+		return fmt.Errorf("-mode %q: want xact, session, leader or lease", o.mode)
 	case o.workers < 1:
 		return errors.New("-workers must be at least 1")
 	case o.workMin < 0 || o.workMax < o.workMin:
@@ -134,6 +140,9 @@ func main() {
 func (o *options) run(ctx context.Context, p *workerproc.Worker) error {
 	if o.mode == "leader" {
 		return o.lead(ctx, p)
+	}
+	if o.mode == "lease" {
+		return o.holdLease(ctx, p)
 	}
 	mode := pgqueue.SingletonXact
 	if o.mode == "session" {
@@ -319,6 +328,46 @@ func (o *options) lead(ctx context.Context, p *workerproc.Worker) error {
 	})
 	p.Say("stopped")
 	return nil
+}
+
+// holdLease runs lease mode until ctx ends.
+func (o *options) holdLease(ctx context.Context, p *workerproc.Worker) error {
+	locker, err := pglock.New(p.Pool, &pglock.Config{Schema: p.Schema, Logger: p.Log})
+	if err != nil {
+		return err
+	}
+	p.Ready()
+	tick := time.NewTicker(o.renew)
+	defer tick.Stop()
+	var lease *pglock.LeaseLock
+	for {
+		select {
+		case <-ctx.Done():
+			if lease != nil {
+				rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+				_ = lease.Release(rctx)
+				cancel()
+			}
+			p.Say("stopped")
+			return nil
+		case <-tick.C:
+		}
+		if lease == nil {
+			l, err := locker.TryLockLease(ctx, LeaderLease, p.AppName, o.ttl)
+			if err == nil {
+				lease = l
+				p.Say("hold term=%d", l.Fence())
+			}
+			continue
+		}
+		switch err := lease.Renew(ctx); {
+		case err == nil:
+			p.Say("renewed term=%d", lease.Fence())
+		case errors.Is(err, pglock.ErrLost):
+			p.Say("lost term=%d", lease.Fence())
+			lease = nil
+		}
+	}
 }
 
 // leader acts while its process leads.

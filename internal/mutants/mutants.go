@@ -58,7 +58,7 @@ var mutants = []mutant{
 	// Locks: pglock's lease renewal and session keepalive, singletons.
 	{name: "lease_renew-fence-always-true", file: "pglock/sql/lease_renew.sql",
 		old: "AND fence = $2 AND", new: "AND (fence = $2 OR true) AND",
-		tests: []testRun{{pkg: "./pglock/", run: "TestLeaseLock"}, {pkg: "./integration/", run: "TestLeaderProcesses"}}},
+		tests: []testRun{{pkg: "./pglock/", run: "TestLeaseLock"}, {pkg: "./integration/", run: "TestLeaseStaleRenewal|TestLeaderProcesses"}}},
 	{name: "session-keepalive-never-lost", file: "pglock/session.go",
 		old:   "\t\tif err != nil {\n\t\t\tl.markLost(fmt.Errorf(\"session lock %q: connection lost",
 		new:   "\t\tif err != nil && false {\n\t\t\tl.markLost(fmt.Errorf(\"session lock %q: connection lost",
