@@ -88,10 +88,11 @@ func main() {
 		timeout  = flag.Duration("timeout", 10*time.Minute, "go test -timeout of each run")
 		verbose  = flag.Bool("v", false, "print the output of every test run")
 		short    = flag.Bool("short", false, "run the tests with -short")
+		pkg      = flag.String("pkg", "", "only the test runs of this package (\"./\", \"./integration/\")")
 	)
 	flag.Parse()
 	if err := run(options{runPat: *runPat, count: *count, list: *list, rev: *rev, baseline: *baseline,
-		race: *race, timeout: *timeout, verbose: *verbose, short: *short}); err != nil {
+		race: *race, timeout: *timeout, verbose: *verbose, short: *short, pkg: *pkg}); err != nil {
 		fmt.Fprintf(os.Stderr, "mutants: %v\n", err)
 		os.Exit(1)
 	}
@@ -106,6 +107,7 @@ type options struct {
 	race, verbose bool
 	short         bool
 	timeout       time.Duration
+	pkg           string
 }
 
 func run(o options) error {
@@ -119,9 +121,16 @@ func run(o options) error {
 	}
 	var chosen []mutant
 	for _, m := range mutants {
-		if pat.MatchString(m.name) {
-			chosen = append(chosen, m)
+		if !pat.MatchString(m.name) {
+			continue
 		}
+		if o.pkg != "" {
+			m.tests = slices.DeleteFunc(slices.Clone(m.tests), func(t testRun) bool { return t.pkg != o.pkg || t.dir != "" })
+			if len(m.tests) == 0 {
+				continue
+			}
+		}
+		chosen = append(chosen, m)
 	}
 	if len(chosen) == 0 {
 		return fmt.Errorf("no mutant matches %q", o.runPat)
