@@ -1,0 +1,49 @@
+package pgqueueui
+
+import (
+	"fmt"
+	"html/template"
+	"time"
+)
+
+// pages are the templates besides the layout, one file each.
+var pages = []string{"overview", "jobs", "job", "confirm", "locks", "periodic", "error"}
+
+var funcs = template.FuncMap{
+	"ts":  formatTime,
+	"dur": formatDuration,
+}
+
+func formatTime(t time.Time) string {
+	if t.IsZero() {
+		return "—"
+	}
+	return t.UTC().Format("2006-01-02 15:04:05.000Z")
+}
+
+// formatDuration rounds a duration for people: 3.2s, 4m12s, 2h3m.
+func formatDuration(d time.Duration) string {
+	switch {
+	case d == 0:
+		return "0s"
+	case d < 0 && d > -time.Second, d > 0 && d < time.Second:
+		return d.Round(time.Millisecond).String()
+	case d < 0 && d > -time.Minute, d > 0 && d < time.Minute:
+		return d.Round(100 * time.Millisecond).String()
+	default:
+		return d.Round(time.Second).String()
+	}
+}
+
+// parseTemplates pairs the layout with each page.
+func parseTemplates() (map[string]*template.Template, error) {
+	out := make(map[string]*template.Template, len(pages))
+	for _, name := range pages {
+		t, err := template.New(name).Funcs(funcs).ParseFS(templateFiles, "templates/layout.html", "templates/"+name+".html")
+		if err != nil {
+			return nil, fmt.Errorf("pgqueueui: template %s: %w", name, err)
+		}
+		out[name] = t
+	}
+	return out, nil
+}
