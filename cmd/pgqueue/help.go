@@ -9,7 +9,7 @@ import (
 const helpUsage = `Usage: pgqueue help [command]
 
 Shows the usage of pgqueue, or of one command: migrate, jobs, queues,
-stats, locks, enqueue, version, demo, bench or help.
+stats, locks, enqueue, version, demo, bench, ui or help.
 `
 
 // runHelp prints the usage asked for on stdout.
@@ -40,6 +40,8 @@ func runHelp(_ context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprint(stdout, demoUsage)
 	case "bench":
 		fmt.Fprint(stdout, benchUsage)
+	case "ui":
+		fmt.Fprint(stdout, uiUsage)
 	case "help", "-h", "-help", "--help":
 		fmt.Fprint(stdout, helpUsage)
 	default:

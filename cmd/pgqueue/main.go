@@ -18,6 +18,7 @@
 //	demo      enqueue and work a batch of jobs with a live progress line
 //	bench     measure throughput and latency: burn-down (with --raw, the
 //	          raw-SQL ceiling in the same run), sustained, idle, prune
+//	ui        serve the web dashboard: pgqueue ui --listen 127.0.0.1:8080
 //	help      show the usage of pgqueue or of one command
 //
 // Every command that talks to the database takes --database-url (default:
@@ -68,6 +69,7 @@ Commands:
 	version   print the binary's version
 	demo      enqueue and work a batch of jobs with a live progress line
 	bench     measure throughput and latency, and the raw-SQL ceiling
+	ui        serve the web dashboard: pgqueue ui --listen 127.0.0.1:8080
 	help      show this text, or the usage of one command
 
 Run "pgqueue help <command>" for a command's flags and arguments.
@@ -111,6 +113,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return runDemo(ctx, rest, stdout, stderr)
 	case "bench":
 		return runBench(ctx, rest, stdout, stderr)
+	case "ui":
+		return runUI(ctx, rest, stdout, stderr)
 	case "help", "-h", "-help", "--help":
 		return runHelp(ctx, rest, stdout, stderr)
 	default:
