@@ -14,6 +14,10 @@ var (
 	// ErrNilPool is returned by New when the pool is nil.
 	ErrNilPool = errors.New("pgqueue: nil pool")
 
+	// ErrInvalidRole is returned by Grants when the role name is not a
+	// lower-case SQL identifier of at most 63 bytes.
+	ErrInvalidRole = errors.New("pgqueue: invalid role name")
+
 	// ErrNilTx is returned by the calls that take a caller's transaction
 	// (CompleteTx, CheckFenceTx) when it is nil.
 	ErrNilTx = errors.New("pgqueue: nil transaction")

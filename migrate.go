@@ -59,8 +59,14 @@ func NewMigrator(ctx context.Context, pool *pgxpool.Pool, schema string) (*Migra
 	if err != nil {
 		return nil, err
 	}
-	if err := createSchema(ctx, pool, q, schema); err != nil {
+	current, err := readSchemaVersion(ctx, pool, schema)
+	if err != nil {
 		return nil, err
+	}
+	if !current.Migrated { // CREATE SCHEMA needs a privilege an application role lacks
+		if err := createSchema(ctx, pool, q, schema); err != nil {
+			return nil, err
+		}
 	}
 	src, err := newSchemaSource(schema)
 	if err != nil {
@@ -206,7 +212,14 @@ func (mg *Migrator) run(ctx context.Context, op string, step func() error) (_ Mi
 
 // Migrate applies every pending migration to schema ("" means
 // DefaultSchema): the one call most programs need at start-up.
+//
+// When the schema is at this version already, Migrate only reads its
+// version table: an application role that holds just the grants of
+// Grants can call it at every start.
 func Migrate(ctx context.Context, pool *pgxpool.Pool, schema string) (MigrateResult, error) {
+	if v, ok, err := schemaCurrent(ctx, pool, schema); err != nil || ok {
+		return MigrateResult{From: v, To: v}, err
+	}
 	mg, err := NewMigrator(ctx, pool, schema)
 	if err != nil {
 		return MigrateResult{}, err
