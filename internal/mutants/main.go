@@ -282,9 +282,7 @@ func (m mutant) try(ctx context.Context, root string, o options) (res outcome, e
 		if err != nil {
 			return res, fmt.Errorf("go test %s: %w\n%s", t, err, tail(out, 4000))
 		}
-		for _, f := range failed {
-			res.failing = append(res.failing, f)
-		}
+		res.failing = append(res.failing, failed...)
 	}
 	res.duration = time.Since(began)
 	res.caught = len(res.failing) > 0

@@ -4,7 +4,6 @@ package main
 // the fault suite runs with them where it must catch the mutant on its
 // own.
 var (
-	rootStale  = testRun{pkg: "./", run: "TestStaleWriteRefusedByFence"}
 	faultFence = testRun{pkg: "./integration/", run: "TestFaultPausedWorkerRefusedByFence"}
 )
 
