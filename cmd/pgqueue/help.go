@@ -8,7 +8,7 @@ import (
 
 const helpUsage = `Usage: pgqueue help [command]
 
-Shows the usage of pgqueue, or of one command: migrate, jobs, queues,
+Shows the usage of pgqueue, or of one command: migrate, grants, jobs, queues,
 stats, locks, enqueue, version, demo, bench, ui or help.
 `
 
@@ -24,6 +24,8 @@ func runHelp(_ context.Context, args []string, stdout, stderr io.Writer) int {
 	switch args[0] {
 	case "migrate":
 		fmt.Fprint(stdout, migrateUsage)
+	case "grants":
+		fmt.Fprint(stdout, grantsUsage)
 	case "jobs":
 		fmt.Fprint(stdout, jobsUsage)
 	case "queues":

@@ -61,6 +61,7 @@ Usage:
 Commands:
 
 	migrate   apply, revert or inspect the schema migrations
+	grants    print the SQL granting a role what an application needs
 	jobs      list, get, retry, cancel or delete jobs
 	queues    list, pause or resume queues
 	stats     queues, recent throughput and running jobs (--watch)
@@ -97,6 +98,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	switch name {
 	case "migrate":
 		return runMigrate(ctx, rest, stdout, stderr)
+	case "grants":
+		return runGrants(ctx, rest, stdout, stderr)
 	case "jobs":
 		return runJobs(ctx, rest, stdout, stderr)
 	case "queues":
