@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/pgqueue/pgqueue/internal/sqlschema"
@@ -26,6 +27,13 @@ type Config struct {
 
 	// Logger receives the elector's logs. Default: slog.Default().
 	Logger *slog.Logger
+
+	// DirectConnConfig, when set, is what session locks dial: a connection
+	// to PostgreSQL itself, for when the pool goes through a pooler such
+	// as PgBouncer, where session locks are refused (ErrNoSessionAffinity).
+	// Default: the pool's ConnConfig. It is copied; the lock checks that
+	// it reaches PostgreSQL directly every time it dials.
+	DirectConnConfig *pgx.ConnConfig
 }
 
 // Locker takes locks in one schema through one pool. It holds no state of
@@ -33,6 +41,7 @@ type Config struct {
 // concurrent use and cheap to create.
 type Locker struct {
 	pool   *pgxpool.Pool
+	direct *pgx.ConnConfig // Config.DirectConnConfig, copied
 	schema string
 	log    *slog.Logger
 	q      queries
@@ -58,6 +67,9 @@ func New(pool *pgxpool.Pool, config *Config) (*Locker, error) {
 	if l.log == nil {
 		l.log = slog.Default()
 	}
+	if c.DirectConnConfig != nil {
+		l.direct = c.DirectConnConfig.Copy()
+	}
 	q := &l.q
 	if err := sqlschema.Load(sqlFiles, "sql", l.schema, map[string]*string{
 		"xact_lock": &q.xactLock, "try_xact_lock": &q.tryXactLock,
@@ -68,6 +80,15 @@ func New(pool *pgxpool.Pool, config *Config) (*Locker, error) {
 		return nil, err
 	}
 	return l, nil
+}
+
+// sessionConnConfig returns what a session lock dials: a copy of
+// Config.DirectConnConfig, or of the pool's ConnConfig.
+func (l *Locker) sessionConnConfig() *pgx.ConnConfig {
+	if l.direct != nil {
+		return l.direct.Copy()
+	}
+	return l.pool.Config().ConnConfig.Copy()
 }
 
 // Schema returns the schema the locker works in.

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/pgqueue/pgqueue/internal/pgsession"
 )
 
 // SessionLock is an advisory lock held by the session of a connection of
@@ -21,9 +23,10 @@ type SessionLock struct {
 	fence int64
 	q     *queries
 
-	mu   sync.Mutex // serialises use of conn
-	conn *pgx.Conn
-	pid  int32 // the backend that holds the lock
+	mu      sync.Mutex // serialises use of conn
+	conn    *pgx.Conn
+	pid     int32  // the backend that holds the lock
+	release func() // the process-local guard (acquireGuard)
 
 	ctx      context.Context
 	cancel   context.CancelCauseFunc
@@ -44,9 +47,13 @@ type SessionLockOpts struct {
 // on a connection dialled for it with the pool's configuration, and returns
 // it held. Release it with Unlock. opts may be nil.
 //
-// It returns ErrNoSessionAffinity when the connection goes through a
-// pooler that moves sessions between statements (PgBouncer in transaction
-// mode): session locks cannot work there; use lease locks.
+// The connection is dialled with Config.DirectConnConfig, else with the
+// pool's configuration, and must reach PostgreSQL itself: LockSession
+// returns ErrNoSessionAffinity, every time, when it goes through a pooler
+// (PgBouncer in any mode). Behind a pooler, set Config.DirectConnConfig or
+// use lease locks. Within one process, two holders of one name wait for
+// each other whatever their connections: a session lock is re-entrant
+// within one database session, so this does not rely on the server alone.
 func (l *Locker) LockSession(ctx context.Context, name string, opts *SessionLockOpts) (*SessionLock, error) {
 	return l.sessionLock(ctx, name, opts, false)
 }
@@ -68,7 +75,9 @@ func (l *Locker) sessionLock(ctx context.Context, name string, opts *SessionLock
 	if interval <= 0 {
 		interval = time.Second
 	}
-	conn, err := pgx.ConnectConfig(ctx, l.pool.Config().ConnConfig.Copy())
+	cfg := l.sessionConnConfig()
+	k := l.Key(name)
+	conn, err := pgx.ConnectConfig(ctx, cfg)
 	if err != nil {
 		return nil, dbError(fmt.Sprintf("session lock %q: connect", name), err)
 	}
@@ -78,58 +87,68 @@ func (l *Locker) sessionLock(ctx context.Context, name string, opts *SessionLock
 			awaitServerSide(conn.PgConn())
 		}
 	}()
-	pid, err := probeSessionAffinity(ctx, conn, l.q.backendPID)
+	pid, err := probeSessionAffinity(ctx, conn)
 	if err != nil {
 		return nil, fmt.Errorf("session lock %q: %w", name, err)
 	}
-	k := l.Key(name)
+	// The guard after the probe, so that behind a pooler every call says
+	// ErrNoSessionAffinity, not ErrBusy for a neighbour's probe.
+	release, err := acquireGuard(ctx, newGuardKey(cfg, k), try)
+	if err != nil {
+		return nil, fmt.Errorf("session lock %q: %w", name, err)
+	}
+	defer func() {
+		if err != nil {
+			release()
+		}
+	}()
 	var fence int64
+	var lockPID int32
 	if try {
 		var got bool
 		var f *int64
-		if err := conn.QueryRow(ctx, l.q.trySessionLock, k.Class, k.Object).Scan(&got, &f); err != nil {
+		if err := conn.QueryRow(ctx, l.q.trySessionLock, k.Class, k.Object).Scan(&got, &f, &lockPID); err != nil {
 			return nil, dbError(fmt.Sprintf("try session lock %q", name), err)
 		}
 		if !got {
 			return nil, fmt.Errorf("session lock %q: %w", name, ErrBusy)
 		}
 		fence = *f
-	} else if err := conn.QueryRow(ctx, l.q.sessionLock, k.Class, k.Object).Scan(&fence); err != nil {
+	} else if err := conn.QueryRow(ctx, l.q.sessionLock, k.Class, k.Object).Scan(&fence, &lockPID); err != nil {
 		// A wait cancelled by ctx leaves the connection's state unknown;
 		// closing it (deferred) drops anything it might hold.
 		return nil, dbError(fmt.Sprintf("session lock %q", name), err)
 	}
-	s := &SessionLock{name: name, key: k, fence: fence, q: &l.q, conn: conn, pid: pid, lost: make(chan struct{}), stop: make(chan struct{})}
+	if lockPID != pid {
+		// Taken by a session this connection does not own; closing the
+		// connection (deferred) is all that can end it.
+		return nil, fmt.Errorf("session lock %q: %w: taken by backend %d, not %d", name, ErrNoSessionAffinity, lockPID, pid)
+	}
+	s := &SessionLock{name: name, key: k, fence: fence, q: &l.q, conn: conn, pid: pid, release: release, lost: make(chan struct{}), stop: make(chan struct{})}
 	s.ctx, s.cancel = context.WithCancelCause(context.WithoutCancel(ctx))
 	s.wg.Add(1)
 	go s.keepalive(interval)
 	return s, nil
 }
 
-// probeSessionAffinity fails when two statements on one connection run in
-// different backends: a pooler in transaction or statement mode. It
-// returns the backend's pid. A pooler that happens to keep one backend for
-// these statements passes; the keepalive checks the pid again.
-func probeSessionAffinity(ctx context.Context, conn *pgx.Conn, query string) (int32, error) {
-	var first int32
-	for i := range 3 {
-		pid, err := backendPID(ctx, conn, query)
+// probeSessionAffinity fails with ErrNoSessionAffinity unless conn is a
+// session of PostgreSQL itself: the backend that answers must be the one
+// whose key the session got at start-up (see internal/pgsession; a pooler
+// hands out keys of its own, so this does not pass by chance when its pool
+// is idle), three times over, against a proxy that would forward its first
+// backend's key and move the session later. It returns the backend's pid;
+// the lock statement and the keepalive check it again.
+func probeSessionAffinity(ctx context.Context, conn *pgx.Conn) (int32, error) {
+	for range 3 {
+		err := pgsession.Check(ctx, conn)
+		if errors.Is(err, pgsession.ErrPooled) {
+			return 0, fmt.Errorf("%w: %w", ErrNoSessionAffinity, err)
+		}
 		if err != nil {
 			return 0, dbError("probe session affinity", err)
 		}
-		if i == 0 {
-			first = pid
-		} else if pid != first {
-			return 0, ErrNoSessionAffinity
-		}
 	}
-	return first, nil
-}
-
-func backendPID(ctx context.Context, conn *pgx.Conn, query string) (int32, error) {
-	var pid int32
-	err := conn.QueryRow(ctx, query).Scan(&pid)
-	return pid, err
+	return int32(conn.PgConn().PID()), nil
 }
 
 func (l *SessionLock) keepalive(interval time.Duration) {
@@ -144,7 +163,7 @@ func (l *SessionLock) keepalive(interval time.Duration) {
 		}
 		l.mu.Lock()
 		ctx, cancel := context.WithTimeout(l.ctx, interval)
-		pid, err := backendPID(ctx, l.conn, l.q.backendPID)
+		pid, err := pgsession.BackendPID(ctx, l.conn)
 		cancel()
 		l.mu.Unlock()
 		if err != nil {
@@ -176,7 +195,8 @@ func (l *SessionLock) Name() string { return l.name }
 func (l *SessionLock) Fence() int64 { return l.fence }
 
 // Lost is closed when the lock's connection was found dead: the lock is
-// gone, and another session may hold it already.
+// gone, and another session may hold it already. Call Unlock still: until
+// then, the name stays held within this process.
 func (l *SessionLock) Lost() <-chan struct{} { return l.lost }
 
 // Context is cancelled when the lock is lost (cause ErrLost) or
@@ -201,6 +221,9 @@ func (l *SessionLock) Unlock(ctx context.Context) error {
 
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	// Deferred calls run last first: the guard goes once the connection,
+	// and any lock it still holds, is gone.
+	defer l.release()
 	defer l.conn.Close(context.WithoutCancel(ctx))
 	select {
 	case <-l.lost:

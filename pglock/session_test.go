@@ -89,8 +89,11 @@ func TestSessionLock(t *testing.T) {
 			}
 			got <- l2
 		}()
+		// In one process the waiter waits for the process-local guard
+		// (a session lock is re-entrant within a session; the guard keeps
+		// two holders apart whatever their connections).
 		waitFor(t, "the second session to wait", func() bool {
-			return len(advisoryHolders(t, pool, lk.Key("compact"), false)) == 1
+			return pglock.GuardWaiters(lk, "compact") == 1
 		})
 		must(t, l.Unlock(ctx))
 		select {

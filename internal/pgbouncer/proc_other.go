@@ -1,0 +1,7 @@
+//go:build !linux
+
+package pgbouncer
+
+import "syscall"
+
+func setParentDeathSignal(*syscall.SysProcAttr) {}
