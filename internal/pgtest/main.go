@@ -69,6 +69,7 @@ func Main(m *testing.M, setup func(ctx context.Context, connString string) error
 // DB returns the template Main built, for tests to call NewDatabase on. It
 // panics if Main is not running this test binary.
 func DB() *Template {
+	recordEnv() // for the test cache: see recordEnv
 	shared.mu.Lock()
 	defer shared.mu.Unlock()
 	if shared.template == nil {
@@ -80,6 +81,7 @@ func DB() *Template {
 // Shared returns the server Main started. It panics if Main is not running
 // this test binary.
 func Shared() *Server {
+	recordEnv() // for the test cache: see recordEnv
 	shared.mu.Lock()
 	defer shared.mu.Unlock()
 	if shared.server == nil {
