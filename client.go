@@ -61,7 +61,7 @@ func New(pool *pgxpool.Pool, config *Config) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	locks, err := pglock.New(pool, &pglock.Config{Schema: cfg.Schema, Logger: cfg.Logger})
+	locks, err := pglock.New(pool, &pglock.Config{Schema: cfg.Schema, Logger: cfg.Logger, DirectConnConfig: cfg.DirectConnConfig})
 	if err != nil {
 		return nil, err
 	}
@@ -107,6 +107,10 @@ func (c *Client) Start(ctx context.Context) error {
 	}
 	if err := c.pool.Ping(ctx); err != nil {
 		return dbError("start", err)
+	}
+	sessions, err := c.planSessions(ctx)
+	if err != nil {
+		return err
 	}
 	cfg := c.config
 	electorCfg := &pglock.ElectorConfig{Holder: cfg.ID, TTL: cfg.LeaderTTL}
@@ -164,10 +168,10 @@ func (c *Client) Start(ctx context.Context) error {
 		s.loops.Add(1)
 		go func() { defer s.loops.Done(); poll.run(fetch) }()
 	}
-	if len(s.producers) > 0 && !cfg.PollOnly {
+	if len(s.producers) > 0 && sessions.listen != nil {
 		var listenLost atomic.Bool
 		s.notifier, err = notifier.Start(fetch, notifier.Config{
-			ConnConfig: c.pool.Config().ConnConfig.Copy(),
+			ConnConfig: sessions.listen,
 			Channels:   []string{c.channel, c.control},
 			OnNotify: func(channel, payload string) {
 				if channel == c.control {

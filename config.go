@@ -11,6 +11,8 @@ import (
 	"slices"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/pgqueue/pgqueue/internal/sqlschema"
 )
 
@@ -141,6 +143,17 @@ type Config struct {
 	// that keep no session, such as a pooler in transaction mode.
 	// Default false.
 	PollOnly bool
+
+	// DirectConnConfig is a connection to PostgreSQL itself, not through
+	// a pooler, for what needs a session of its own: the LISTEN
+	// connection and session locks (SingletonSession). Set it when the
+	// pool goes through a pooler in transaction mode such as PgBouncer:
+	// without it the client polls every FetchPollInterval and logs one
+	// warning saying so, and session locks are refused
+	// (pglock.ErrNoSessionAffinity). Start returns ErrNotDirect when it
+	// does not reach PostgreSQL directly. Default: the pool's ConnConfig
+	// (it is copied).
+	DirectConnConfig *pgx.ConnConfig
 
 	// SchedulerInterval is how often due scheduled jobs are made available,
 	// so a job starts within about this long of its run_at. Default

@@ -18,6 +18,11 @@ var (
 	// lower-case SQL identifier of at most 63 bytes.
 	ErrInvalidRole = errors.New("pgqueue: invalid role name")
 
+	// ErrSchemaOutdated is returned by Start when the schema's migrations
+	// are older than this version of pgqueue needs (or none, or a failed
+	// one): run Migrate first.
+	ErrSchemaOutdated = errors.New("pgqueue: schema outdated")
+
 	// ErrNilTx is returned by the calls that take a caller's transaction
 	// (CompleteTx, CheckFenceTx) when it is nil.
 	ErrNilTx = errors.New("pgqueue: nil transaction")
@@ -134,6 +139,18 @@ var (
 	// ErrOutputTooLarge is returned by RecordOutput and RecordProgress when
 	// the encoded value exceeds Config.MaxOutputSize.
 	ErrOutputTooLarge = errors.New("pgqueue: job output too large")
+
+	// ErrPoolerExecMode is returned by Start when the pool goes through a
+	// connection pooler (PgBouncer in transaction mode) and its pgx
+	// default_query_exec_mode is cache_statement (pgx's default) or
+	// describe_exec: both keep a prepared statement from one round trip
+	// to the next, which the pooler may run in another backend. Use
+	// cache_describe, exec or simple_protocol; see docs/operations.md.
+	ErrPoolerExecMode = errors.New("pgqueue: query exec mode does not work through a connection pooler")
+
+	// ErrNotDirect is returned by Start when Config.DirectConnConfig goes
+	// through a connection pooler: it must reach PostgreSQL itself.
+	ErrNotDirect = errors.New("pgqueue: direct connection goes through a pooler")
 
 	// ErrStopping is the cause of the context cancellation a running job
 	// sees when Stop's deadline passed before it finished. The job is

@@ -1,0 +1,83 @@
+package pgqueue
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/pgqueue/pgqueue/internal/pgsession"
+)
+
+// sessionPlan is what Start learnt of the pool's connections: whether
+// they go through a pooler, and where notifications come from.
+type sessionPlan struct {
+	pooled bool
+	// listen is what the notifier dials; nil means poll only.
+	listen *pgx.ConnConfig
+}
+
+// planSessions checks the pool, and Config.DirectConnConfig if set, and
+// decides where notifications come from. Behind a pooler it refuses the
+// exec modes that cannot work there, and without a direct connection it
+// polls and says so once.
+func (c *Client) planSessions(ctx context.Context) (*sessionPlan, error) {
+	conn, err := c.pool.Acquire(ctx)
+	if err != nil {
+		return nil, dbError("start: check connection", err)
+	}
+	err = pgsession.Check(ctx, conn.Conn())
+	conn.Release()
+	plan := &sessionPlan{pooled: errors.Is(err, pgsession.ErrPooled)}
+	if err != nil && !plan.pooled {
+		return nil, dbError("start: check connection", err)
+	}
+	if mode := c.pool.Config().ConnConfig.DefaultQueryExecMode; plan.pooled && !poolerSafe(mode) {
+		return nil, fmt.Errorf("%w: the pool's default_query_exec_mode is %s; use cache_describe, exec or simple_protocol", ErrPoolerExecMode, mode)
+	}
+	cfg := c.config
+	if cfg.DirectConnConfig != nil {
+		// Checked even when nothing listens: session locks use it too.
+		direct, err := pgx.ConnectConfig(ctx, cfg.DirectConnConfig.Copy())
+		if err != nil {
+			return nil, dbError("start: direct connection", err)
+		}
+		err = pgsession.Check(ctx, direct)
+		_ = direct.Close(context.WithoutCancel(ctx))
+		if errors.Is(err, pgsession.ErrPooled) {
+			return nil, fmt.Errorf("%w: Config.DirectConnConfig: %w", ErrNotDirect, err)
+		}
+		if err != nil {
+			return nil, dbError("start: direct connection", err)
+		}
+	}
+	if len(cfg.Queues) == 0 || cfg.PollOnly {
+		return plan, nil
+	}
+	if cfg.DirectConnConfig != nil {
+		plan.listen = cfg.DirectConnConfig.Copy()
+		return plan, nil
+	}
+	if plan.pooled {
+		c.log.Warn("pgqueue: the pool goes through a connection pooler, where LISTEN does not work: polling for jobs instead; set Config.DirectConnConfig to a direct connection to get notifications",
+			"poll_interval", cfg.FetchPollInterval)
+		return plan, nil
+	}
+	plan.listen = c.pool.Config().ConnConfig.Copy()
+	return plan, nil
+}
+
+// poolerSafe reports whether pgx runs every statement in mode, batches
+// included, without relying on a prepared statement surviving from one
+// round trip to the next: cache_statement prepares named statements that
+// live in one backend, describe_exec binds the unnamed statement it
+// described in an earlier round trip; a pooler in transaction mode may
+// run the next round trip in another backend.
+func poolerSafe(mode pgx.QueryExecMode) bool {
+	switch mode {
+	case pgx.QueryExecModeCacheDescribe, pgx.QueryExecModeExec, pgx.QueryExecModeSimpleProtocol:
+		return true
+	}
+	return false
+}
