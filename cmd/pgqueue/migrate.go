@@ -34,6 +34,9 @@ Flags, before or after the subcommand:
 	--database-url URL  database to migrate (default: $DATABASE_URL)
 	--schema NAME       schema of pgqueue's tables (default "pgqueue")
 	--all               with down: revert every migration
+	--ignore-active     with down: revert even while clients work the
+	                    schema (refused otherwise: they would fail on
+	                    every statement against the older schema)
 	--json              with version: print JSON
 
 A bare "down" is refused: say how many migrations to revert, or --all.
@@ -47,6 +50,7 @@ type migrateArgs struct {
 	action  string // up, down, version or force
 	steps   int    // down: how many to revert; 0 with --all
 	all     bool   // down --all
+	ignore  bool   // down --ignore-active
 	json    bool   // version --json
 	version int    // force: the version to record, -1 for none
 }
@@ -56,6 +60,7 @@ func parseMigrateArgs(args []string) (migrateArgs, error) {
 	fs := newFlagSet("migrate")
 	a.register(fs, pgqueue.DefaultSchema)
 	fs.BoolVar(&a.all, "all", false, "")
+	fs.BoolVar(&a.ignore, "ignore-active", false, "")
 	fs.BoolVar(&a.json, "json", false, "")
 	pos, err := parseInterspersed(fs, args)
 	if err != nil {
@@ -67,6 +72,9 @@ func parseMigrateArgs(args []string) (migrateArgs, error) {
 	a.action, pos = pos[0], pos[1:]
 	if a.all && a.action != "down" {
 		return a, usagef("--all only goes with down")
+	}
+	if a.ignore && a.action != "down" {
+		return a, usagef("--ignore-active only goes with down")
 	}
 	if a.json && a.action != "version" {
 		return a, usagef("--json only goes with version")
@@ -148,6 +156,11 @@ func migrate(ctx context.Context, a migrateArgs, stdout io.Writer) error {
 		}
 		printResult(stdout, "migrated", a.schema, res)
 	case "down":
+		if !a.ignore {
+			if err := refuseWhileActive(ctx, pool, a.schema); err != nil {
+				return err
+			}
+		}
 		res, err := mg.Down(ctx, a.steps) // 0 steps: all of them
 		if err != nil {
 			return err
