@@ -179,8 +179,15 @@ func prepareDemoSchema(ctx context.Context, pool *pgxpool.Pool, q *demoQueries, 
 		if foreign {
 			return fmt.Errorf("schema %s holds jobs the demo did not enqueue; refusing to empty it: choose another --schema", schema)
 		}
+		var left int64
+		if err := tx.QueryRow(ctx, q.countLeft).Scan(&left); err != nil {
+			return fmt.Errorf("empty %s: %w", table, err)
+		}
 		if _, err := tx.Exec(ctx, q.emptyJobs); err != nil {
 			return fmt.Errorf("empty %s: %w", table, err)
+		}
+		if left > 0 { // an earlier run was killed: say what goes
+			fmt.Fprintf(stdout, "deleting %d jobs left in %s by an earlier demo run that did not finish\n", left, table)
 		}
 		return nil
 	})

@@ -15,6 +15,7 @@ var sqlFiles embed.FS
 // demoQueries holds the demo's statements of sql/, with its schema filled in.
 type demoQueries struct {
 	lockJobs, foreignJobs, emptyJobs string
+	countLeft                        string
 	countStates, summary             string
 }
 
@@ -23,6 +24,7 @@ func loadDemoQueries(schema string) (*demoQueries, error) {
 	q := &demoQueries{}
 	err := sqlschema.Load(sqlFiles, "sql", schema, map[string]*string{
 		"lock_jobs": &q.lockJobs, "foreign_jobs": &q.foreignJobs, "empty_jobs": &q.emptyJobs,
+		"count_left":   &q.countLeft,
 		"count_states": &q.countStates, "summary": &q.summary,
 	})
 	if err != nil {
