@@ -124,8 +124,9 @@ func (e *executor) execute(cj *claimedJob) {
 			f(row, ResultCompleted)
 		}
 	case job.lost.Load():
-		// A heartbeat found the claim gone; a write would be refused.
-		e.log.Warn("pgqueue: job result dropped, lease lost", "job", row.ID, "kind", row.Kind, "fence", row.Fence, "err", err)
+		// A heartbeat found the claim gone, and warned: a write would be
+		// refused. Debug only, so one lost lease is one warning.
+		e.log.Debug("pgqueue: job result dropped, lease lost", "job", row.ID, "kind", row.Kind, "fence", row.Fence, "err", err)
 	case err == nil:
 		record(result{row: row, op: opComplete})
 	case job.cancelRequested.Load():

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 	"testing"
 	"time"
@@ -55,7 +56,9 @@ func TestHeartbeat(t *testing.T) {
 			cause <- context.Cause(ctx)
 			return nil // a stale "success" that must not reach the row
 		}, nil))
-		b := startClient(t, pool, ws, &pgqueue.Config{JobLease: time.Second, Logger: logs.Logger()})
+		// Debug: the drop is logged at debug level, the heartbeat warned.
+		debugLog := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+		b := startClient(t, pool, ws, &pgqueue.Config{JobLease: time.Second, Logger: debugLog})
 		row, err := b.client.Enqueue(ctx, noteArgs{}, nil)
 		must(t, err)
 		running := waitState(t, pool, row.ID, "running")
