@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -56,15 +57,44 @@ type Instrumentation struct {
 	wait, run                                       metric.Float64Histogram
 	claimSize, writeSize                            metric.Int64Histogram
 
-	// attrs caches the option of each label set: building a set on
-	// every job would cost more than the measurement.
-	attrs sync.Map // labels -> metric.MeasurementOption
+	// attrs and byJob cache the options of each label set, and what an
+	// attempt needs for its queue and kind: building a set (or a span
+	// name) on every job would cost more than the measurement. Plain
+	// maps: a sync.Map would allocate each key into an interface.
+	attrsMu sync.RWMutex
+	attrs   map[labels]*opts
+	byJobMu sync.RWMutex
+	byJob   map[queueKind]*jobOpts
 
 	mu     sync.Mutex
 	queues []*pgqueue.QueueInfo // the leader's last report; nil elsewhere
+	// seen holds every queue a report named during this term: QueueList
+	// leaves out a queue with no live job, whose gauges must read 0, not
+	// vanish.
+	seen map[string]bool
 }
 
 type labels struct{ queue, kind, k3, v3 string }
+
+type queueKind struct{ queue, kind string }
+
+// opts are the options of one label set, as the slices Add and Record
+// take: passed on with ..., a cached slice is not allocated again.
+type opts struct {
+	add []metric.AddOption
+	rec []metric.RecordOption
+}
+
+// jobOpts is what an attempt of a queue and kind records with.
+type jobOpts struct {
+	qk       *opts
+	spanName string
+	outcome  map[pgqueue.Outcome]*opts
+}
+
+// outcomes are the values of the outcome label.
+var outcomes = []pgqueue.Outcome{pgqueue.OutcomeCompleted, pgqueue.OutcomeFailed, pgqueue.OutcomeSnoozed,
+	pgqueue.OutcomeCancelled, pgqueue.OutcomeStopped, pgqueue.OutcomeLost}
 
 // sizeBuckets suit claims and result batches: 1 up to a few thousand.
 var sizeBuckets = []float64{1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000}
@@ -89,7 +119,8 @@ func New(cfg *Config) (*Instrumentation, error) {
 		c.Propagator = propagation.TraceContext{}
 	}
 	meter := c.MeterProvider.Meter(ScopeName)
-	in := &Instrumentation{tracer: c.TracerProvider.Tracer(ScopeName), propagator: c.Propagator}
+	in := &Instrumentation{tracer: c.TracerProvider.Tracer(ScopeName), propagator: c.Propagator,
+		attrs: map[labels]*opts{}, byJob: map[queueKind]*jobOpts{}}
 	var errs []error
 	counter := func(name, desc string) metric.Int64Counter {
 		m, err := meter.Int64Counter(name, metric.WithUnit("{job}"), metric.WithDescription(desc))
@@ -138,8 +169,20 @@ func New(cfg *Config) (*Instrumentation, error) {
 	_, err = meter.RegisterCallback(func(_ context.Context, o metric.Observer) error {
 		in.mu.Lock()
 		qs := in.queues
+		var gone []*pgqueue.QueueInfo
+		if qs != nil {
+			listed := make(map[string]bool, len(qs))
+			for _, q := range qs {
+				listed[q.Name] = true
+			}
+			for name := range in.seen {
+				if !listed[name] {
+					gone = append(gone, &pgqueue.QueueInfo{Name: name})
+				}
+			}
+		}
 		in.mu.Unlock()
-		for _, q := range qs {
+		for _, q := range slices.Concat(qs, gone) {
 			queue := attribute.String("queue", q.Name)
 			o.ObserveInt64(jobs, q.Scheduled, metric.WithAttributes(queue, attribute.String("state", "scheduled")))
 			o.ObserveInt64(jobs, q.Available, metric.WithAttributes(queue, attribute.String("state", "available")))
@@ -172,10 +215,13 @@ func (in *Instrumentation) Install(cfg *pgqueue.Config) error {
 	return nil
 }
 
-// opt returns the cached measurement option of a label set.
-func (in *Instrumentation) opt(l labels) metric.MeasurementOption {
-	if o, ok := in.attrs.Load(l); ok {
-		return o.(metric.MeasurementOption)
+// opt returns the cached options of a label set.
+func (in *Instrumentation) opt(l labels) *opts {
+	in.attrsMu.RLock()
+	o, ok := in.attrs[l]
+	in.attrsMu.RUnlock()
+	if ok {
+		return o
 	}
 	kv := make([]attribute.KeyValue, 0, 3)
 	if l.queue != "" {
@@ -187,9 +233,36 @@ func (in *Instrumentation) opt(l labels) metric.MeasurementOption {
 	if l.k3 != "" {
 		kv = append(kv, attribute.String(l.k3, l.v3))
 	}
-	o, _ := in.attrs.LoadOrStore(l, metric.WithAttributeSet(attribute.NewSet(kv...)))
-	return o.(metric.MeasurementOption)
+	set := metric.WithAttributeSet(attribute.NewSet(kv...))
+	o = &opts{add: []metric.AddOption{set}, rec: []metric.RecordOption{set}}
+	in.attrsMu.Lock()
+	in.attrs[l] = o
+	in.attrsMu.Unlock()
+	return o
 }
+
+// jobOpts returns the cached options of an attempt of queue and kind.
+func (in *Instrumentation) jobOpts(queue, kind string) *jobOpts {
+	key := queueKind{queue, kind}
+	in.byJobMu.RLock()
+	o := in.byJob[key]
+	in.byJobMu.RUnlock()
+	if o != nil {
+		return o
+	}
+	o = &jobOpts{qk: in.opt(labels{queue: queue, kind: kind}), spanName: "pgqueue.work " + kind,
+		outcome: make(map[pgqueue.Outcome]*opts, len(outcomes))}
+	for _, oc := range outcomes {
+		o.outcome[oc] = in.opt(labels{queue: queue, kind: kind, k3: "outcome", v3: string(oc)})
+	}
+	in.byJobMu.Lock()
+	in.byJob[key] = o
+	in.byJobMu.Unlock()
+	return o
+}
+
+// producer is the start option of every insert's span.
+var producer = trace.WithSpanKind(trace.SpanKindProducer)
 
 // InsertMiddleware returns the middleware that counts inserted jobs, and
 // wraps each insert in a producer span whose trace context it stores in
@@ -199,12 +272,14 @@ func (in *Instrumentation) InsertMiddleware() pgqueue.InsertMiddleware {
 }
 
 func (in *Instrumentation) insert(ctx context.Context, jobs []*pgqueue.InsertParams, next func(context.Context) (*pgqueue.InsertResult, error)) error {
-	attrs := []attribute.KeyValue{attribute.String("messaging.system", "pgqueue"), attribute.Int("messaging.batch.message_count", len(jobs))}
-	if len(jobs) > 0 {
-		attrs = append(attrs, attribute.String("messaging.destination.name", jobs[0].Queue), attribute.String("pgqueue.kind", jobs[0].Kind))
-	}
-	ctx, span := in.tracer.Start(ctx, "pgqueue.enqueue", trace.WithSpanKind(trace.SpanKindProducer), trace.WithAttributes(attrs...))
+	ctx, span := in.tracer.Start(ctx, "pgqueue.enqueue", producer)
 	defer span.End()
+	if span.IsRecording() {
+		span.SetAttributes(attribute.String("messaging.system", "pgqueue"), attribute.Int("messaging.batch.message_count", len(jobs)))
+		if len(jobs) > 0 {
+			span.SetAttributes(attribute.String("messaging.destination.name", jobs[0].Queue), attribute.String("pgqueue.kind", jobs[0].Kind))
+		}
+	}
 	if span.SpanContext().IsValid() {
 		carrier := propagation.MapCarrier{}
 		in.propagator.Inject(ctx, carrier)
@@ -232,13 +307,16 @@ func (in *Instrumentation) insert(ctx context.Context, jobs []*pgqueue.InsertPar
 			dup = dup[1:]
 			continue
 		}
-		in.enqueued.Add(ctx, 1, in.opt(labels{queue: j.Queue, kind: j.Kind}))
+		in.enqueued.Add(ctx, 1, in.opt(labels{queue: j.Queue, kind: j.Kind}).add...)
 	}
 	if n := len(res.Duplicates); n > 0 {
 		span.SetAttributes(attribute.Int("pgqueue.duplicates", n))
 	}
 	return nil
 }
+
+// consumer is the start option of every attempt's span.
+var consumer = trace.WithSpanKind(trace.SpanKindConsumer)
 
 // WorkMiddleware returns the middleware that records each attempt's queue
 // wait, run time and failure, and runs it in a consumer span linked to
@@ -248,33 +326,47 @@ func (in *Instrumentation) WorkMiddleware() pgqueue.WorkMiddleware {
 }
 
 func (in *Instrumentation) work(ctx context.Context, job *pgqueue.JobRow, next func(context.Context) error) error {
-	qk := in.opt(labels{queue: job.Queue, kind: job.Kind})
+	o := in.jobOpts(job.Queue, job.Kind)
+	qk := o.qk
 	if !job.AttemptedAt.IsZero() && !job.RunAt.IsZero() {
 		// Both by the database clock: no skew with this host.
-		in.wait.Record(ctx, max(job.AttemptedAt.Sub(job.RunAt), 0).Seconds(), qk)
+		in.wait.Record(ctx, max(job.AttemptedAt.Sub(job.RunAt), 0).Seconds(), qk.rec...)
 	}
-	opts := []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindConsumer), trace.WithAttributes(
-		attribute.String("messaging.system", "pgqueue"),
-		attribute.String("messaging.destination.name", job.Queue),
-		attribute.String("messaging.message.id", strconv.FormatInt(job.ID, 10)),
-		attribute.String("pgqueue.kind", job.Kind),
-		attribute.Int("pgqueue.attempt", job.Attempt),
-	)}
-	if link, ok := in.enqueuer(ctx, job.Meta); ok {
-		opts = append(opts, trace.WithLinks(trace.Link{SpanContext: link}))
+	ctx, span := in.tracer.Start(ctx, o.spanName, consumer)
+	recording := span.IsRecording()
+	if recording {
+		// Built only for a span that keeps them: with tracing off (a no-op
+		// provider, or not sampled) they would be most of the cost per job.
+		span.SetAttributes(
+			attribute.String("messaging.system", "pgqueue"),
+			attribute.String("messaging.destination.name", job.Queue),
+			attribute.String("messaging.message.id", strconv.FormatInt(job.ID, 10)),
+			attribute.String("pgqueue.kind", job.Kind),
+			attribute.Int("pgqueue.attempt", job.Attempt),
+		)
+		if link, ok := in.enqueuer(ctx, job.Meta); ok {
+			span.AddLink(trace.Link{SpanContext: link})
+		}
 	}
-	ctx, span := in.tracer.Start(ctx, "pgqueue.work "+job.Kind, opts...)
 	start := time.Now()
 	err := next(ctx)
 	took := time.Since(start).Seconds()
 	outcome := pgqueue.OutcomeOf(ctx, err)
-	in.run.Record(ctx, took, in.opt(labels{queue: job.Queue, kind: job.Kind, k3: "outcome", v3: string(outcome)}))
-	if outcome == pgqueue.OutcomeFailed {
-		in.failed.Add(ctx, 1, qk)
-		span.RecordError(err)
-		span.SetStatus(codes.Error, err.Error())
+	oc, ok := o.outcome[outcome]
+	if !ok {
+		oc = in.opt(labels{queue: job.Queue, kind: job.Kind, k3: "outcome", v3: string(outcome)})
 	}
-	span.SetAttributes(attribute.String("pgqueue.outcome", string(outcome)))
+	in.run.Record(ctx, took, oc.rec...)
+	if outcome == pgqueue.OutcomeFailed {
+		in.failed.Add(ctx, 1, qk.add...)
+	}
+	if recording {
+		if outcome == pgqueue.OutcomeFailed {
+			span.RecordError(err)
+			span.SetStatus(codes.Error, err.Error())
+		}
+		span.SetAttributes(attribute.String("pgqueue.outcome", string(outcome)))
+	}
 	span.End()
 	return err
 }
@@ -284,15 +376,13 @@ func (in *Instrumentation) enqueuer(ctx context.Context, meta []byte) (trace.Spa
 	if !bytes.Contains(meta, []byte(`"`+MetaKey+`"`)) {
 		return trace.SpanContext{}, false
 	}
-	var m map[string]json.RawMessage
-	if json.Unmarshal(meta, &m) != nil {
+	var m struct {
+		Carrier propagation.MapCarrier `json:"otel"` // MetaKey
+	}
+	if json.Unmarshal(meta, &m) != nil || len(m.Carrier) == 0 {
 		return trace.SpanContext{}, false
 	}
-	var carrier propagation.MapCarrier
-	if json.Unmarshal(m[MetaKey], &carrier) != nil || len(carrier) == 0 {
-		return trace.SpanContext{}, false
-	}
-	sc := trace.SpanContextFromContext(in.propagator.Extract(context.WithoutCancel(ctx), carrier))
+	sc := trace.SpanContextFromContext(in.propagator.Extract(context.WithoutCancel(ctx), m.Carrier))
 	return sc, sc.IsValid()
 }
 
@@ -304,7 +394,7 @@ func (in *Instrumentation) Observer() *pgqueue.Observer {
 	ctx := context.Background()
 	return &pgqueue.Observer{
 		Claimed: func(queue string, n int) {
-			in.claimSize.Record(ctx, int64(n), in.opt(labels{queue: queue}))
+			in.claimSize.Record(ctx, int64(n), in.opt(labels{queue: queue}).rec...)
 		},
 		Written: func(n int) { in.writeSize.Record(ctx, int64(n)) },
 		Recorded: func(job *pgqueue.JobRow, r pgqueue.JobResult) {
@@ -323,18 +413,28 @@ func (in *Instrumentation) Observer() *pgqueue.Observer {
 			default:
 				c = in.released
 			}
-			c.Add(ctx, 1, in.opt(labels{queue: job.Queue, kind: job.Kind}))
+			c.Add(ctx, 1, in.jobOpts(job.Queue, job.Kind).qk.add...)
 		},
 		Refused: func(job *pgqueue.JobRow, write string) {
-			in.refused.Add(ctx, 1, in.opt(labels{queue: job.Queue, kind: job.Kind, k3: "write", v3: write}))
+			in.refused.Add(ctx, 1, in.opt(labels{queue: job.Queue, kind: job.Kind, k3: "write", v3: write}).add...)
 		},
 		Rescued: func(j pgqueue.RescuedJob) {
-			in.rescued.Add(ctx, 1, in.opt(labels{queue: j.Queue, kind: j.Kind, k3: "state", v3: string(j.State)}))
+			in.rescued.Add(ctx, 1, in.opt(labels{queue: j.Queue, kind: j.Kind, k3: "state", v3: string(j.State)}).add...)
 		},
 		Queues: func(qs []*pgqueue.QueueInfo) {
 			in.mu.Lock()
+			defer in.mu.Unlock()
 			in.queues = qs
-			in.mu.Unlock()
+			if qs == nil { // another client reports now
+				in.seen = nil
+				return
+			}
+			if in.seen == nil {
+				in.seen = map[string]bool{}
+			}
+			for _, q := range qs {
+				in.seen[q.Name] = true
+			}
 		},
 	}
 }

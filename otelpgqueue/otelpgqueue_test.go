@@ -336,3 +336,31 @@ func TestRescuedAndRefused(t *testing.T) {
 			sum(m["pgqueue.writes.refused"], task, attribute.String("queue", "default")) == 1
 	})
 }
+
+// A queue that empties leaves QueueList's answer; its gauges read 0 until
+// the term ends, when this process stops reporting any.
+func TestQueueGauges(t *testing.T) {
+	reader := sdkmetric.NewManualReader()
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+	t.Cleanup(func() { _ = mp.Shutdown(context.Background()) })
+	inst, err := otelpgqueue.New(&otelpgqueue.Config{MeterProvider: mp})
+	if err != nil {
+		t.Fatal(err)
+	}
+	obs := inst.Observer()
+	avail := func() (int64, bool) {
+		return gauge(metrics(t, reader)["pgqueue.queue.jobs"], attribute.String("queue", "q"), attribute.String("state", "available"))
+	}
+	obs.Queues([]*pgqueue.QueueInfo{{Name: "q", Available: 3, OldestAvailableAge: time.Second}})
+	if v, ok := avail(); !ok || v != 3 {
+		t.Errorf("available %d, %t; want 3", v, ok)
+	}
+	obs.Queues([]*pgqueue.QueueInfo{})
+	if v, ok := avail(); !ok || v != 0 {
+		t.Errorf("after the queue emptied: %d, %t; want 0", v, ok)
+	}
+	obs.Queues(nil)
+	if v, ok := avail(); ok {
+		t.Errorf("after the term ended: %d; want no point", v)
+	}
+}

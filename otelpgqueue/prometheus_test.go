@@ -105,6 +105,10 @@ func TestWorkerkitServesPrometheus(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// A job due in an hour keeps its queue in the leader's counts.
+	if _, err := enq.Enqueue(ctx, taskArgs{Mode: "untraced"}, &pgqueue.InsertOpts{Queue: "later", RunAt: time.Now().Add(time.Hour)}); err != nil {
+		t.Fatal(err)
+	}
 
 	addr := freeAddr(t)
 	done := make(chan int, 1)
@@ -137,7 +141,7 @@ func TestWorkerkitServesPrometheus(t *testing.T) {
 	for {
 		families = scrape(t, url)
 		if n, _ := value(families["pgqueue_jobs_completed_total"], map[string]string{"kind": "task", "queue": "default"}); n == jobs {
-			if _, ok := value(families["pgqueue_queue_oldest_available_age_seconds"], map[string]string{"queue": "default"}); ok {
+			if n, _ := value(families["pgqueue_queue_jobs"], map[string]string{"queue": "later", "state": "scheduled"}); n == 1 {
 				break
 			}
 		}

@@ -49,6 +49,9 @@ type Config struct {
 	Prune bool
 	// Progress receives the live display; nil for none.
 	Progress io.Writer
+	// Instrument, if set, changes the config of the clients that enqueue
+	// and work (otelpgqueue's benchmark installs its instrumentation).
+	Instrument func(c *pgqueue.Config) error
 
 	sql *queries // see Config.queries
 }
@@ -131,7 +134,13 @@ func Prepare(ctx context.Context, cfg *Config) error {
 // Enqueue inserts cfg.Jobs no-op jobs with EnqueueMany and reports the
 // insert rate.
 func Enqueue(ctx context.Context, cfg *Config) (Result, error) {
-	client, err := pgqueue.New(cfg.Pool, &pgqueue.Config{Schema: cfg.schema()})
+	pc := &pgqueue.Config{Schema: cfg.schema()}
+	if cfg.Instrument != nil {
+		if err := cfg.Instrument(pc); err != nil {
+			return Result{}, err
+		}
+	}
+	client, err := pgqueue.New(cfg.Pool, pc)
 	if err != nil {
 		return Result{}, err
 	}
@@ -220,6 +229,11 @@ func noopClient(cfg *Config, worked func()) (*pgqueue.Client, error) {
 		Logger:  quietLogger(),
 	}
 	setRetention(pc, cfg.Prune)
+	if cfg.Instrument != nil {
+		if err := cfg.Instrument(pc); err != nil {
+			return nil, err
+		}
+	}
 	return pgqueue.New(cfg.Pool, pc)
 }
 
