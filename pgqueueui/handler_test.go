@@ -233,7 +233,9 @@ func TestOverviewShowsLeader(t *testing.T) {
 	worker, err := pgqueue.New(e.pool, &pgqueue.Config{
 		Queues: map[string]pgqueue.QueueConfig{"reports": {MaxWorkers: 1}}, Workers: workers,
 		PeriodicJobs: []*pgqueue.PeriodicJob{pgqueue.NewPeriodicJob("nightly <report>", pgqueue.EverySchedule(time.Hour),
-			func() (pgqueue.JobArgs, *pgqueue.InsertOpts) { return reportArgs{N: 9}, &pgqueue.InsertOpts{Queue: "reports"} },
+			func() (pgqueue.JobArgs, *pgqueue.InsertOpts) {
+				return reportArgs{N: 9}, &pgqueue.InsertOpts{Queue: "reports"}
+			},
 			&pgqueue.PeriodicJobOpts{RunOnStart: true})},
 	})
 	if err != nil {

@@ -316,8 +316,8 @@ func (h *Handler) job(w http.ResponseWriter, r *http.Request) {
 
 type confirmData struct {
 	Verb, What, Action string // Action: the form's path below the prefix
-	Name                string // the queue of a queue action
-	Back                string
+	Name               string // the queue of a queue action
+	Back               string
 }
 
 var jobActions = map[string]string{"retry": "Retry", "cancel": "Cancel", "delete": "Delete"}
