@@ -31,12 +31,15 @@ var execModes = []struct {
 
 // poolWithMode returns a pool on connString whose connections run every
 // statement in mode.
-func poolWithMode(t testing.TB, connString string, mode pgx.QueryExecMode) *pgxpool.Pool {
+func poolWithMode(t testing.TB, connString string, mode pgx.QueryExecMode, tweaks ...func(*pgxpool.Config)) *pgxpool.Pool {
 	t.Helper()
 	cfg, err := pgxpool.ParseConfig(connString)
 	must(t, err)
 	cfg.ConnConfig.DefaultQueryExecMode = mode
 	cfg.MaxConns = 10
+	for _, tweak := range tweaks {
+		tweak(cfg)
+	}
 	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
 	must(t, err)
 	t.Cleanup(pool.Close)
@@ -65,6 +68,13 @@ func TestExecModes(t *testing.T) {
 			runExecModeFlows(t, poolWithMode(t, pgtest.DB().NewDatabase(t), m.mode))
 		})
 	}
+	// Settings seen behind poolers: no statement or description cache.
+	t.Run("exec_without_caches", func(t *testing.T) {
+		t.Parallel()
+		runExecModeFlows(t, poolWithMode(t, pgtest.DB().NewDatabase(t), pgx.QueryExecModeExec, func(c *pgxpool.Config) {
+			c.ConnConfig.StatementCacheCapacity, c.ConnConfig.DescriptionCacheCapacity = 0, 0
+		}))
+	})
 }
 
 // runExecModeFlows runs the flows of TestExecModes on pool.

@@ -19,8 +19,11 @@ var sqlFiles embed.FS
 // plan it for the arrays it is given, every time. Statements joining
 // unnest($arrays) with jobs need that: a cached generic plan does not know
 // the arrays' length, and was seen to rescan them once per running row,
-// two seconds for one batch of 2,000 results.
-const oneShotPlan = pgx.QueryExecModeCacheDescribe
+// two seconds for one batch of 2,000 results. Exec (the unnamed statement,
+// planned at each bind) rather than cache_describe: it needs no
+// description cache, which pools behind poolers often turn off
+// (description_cache_capacity=0 made every such statement fail).
+const oneShotPlan = pgx.QueryExecModeExec
 
 // writeTimeout bounds each statement that claims jobs or records their
 // results.
