@@ -14,6 +14,7 @@ import (
 	"github.com/pgqueue/pgqueue"
 	"github.com/pgqueue/pgqueue/internal/pgtest"
 	"github.com/pgqueue/pgqueue/internal/testlog"
+	"github.com/pgqueue/pgqueue/pglock"
 )
 
 // execModes are every pgx query exec mode, by the name
@@ -65,7 +66,9 @@ func TestExecModes(t *testing.T) {
 	for _, m := range execModes {
 		t.Run(m.name, func(t *testing.T) {
 			t.Parallel()
-			runExecModeFlows(t, poolWithMode(t, pgtest.DB().NewDatabase(t), m.mode))
+			pool := poolWithMode(t, pgtest.DB().NewDatabase(t), m.mode)
+			runExecModeFlows(t, pool)
+			runLockFlows(t, pool, nil, false)
 		})
 	}
 	// Settings seen behind poolers: no statement or description cache.
@@ -222,4 +225,37 @@ func errorLines(log string) []string {
 		}
 	}
 	return out
+}
+
+// runLockFlows takes each kind of pglock lock through pool: a transaction
+// lock with its fence checked, a lease renewed and released, and a session
+// lock on direct (nil: the pool's own connection settings). With
+// refuseSession, the session lock must be refused.
+func runLockFlows(t *testing.T, pool *pgxpool.Pool, direct *pgx.ConnConfig, refuseSession bool) {
+	t.Helper()
+	ctx := t.Context()
+	lk, err := pglock.New(pool, &pglock.Config{DirectConnConfig: direct, Logger: testlog.Discard()})
+	must(t, err)
+	tx, err := pool.Begin(ctx)
+	must(t, err)
+	fence, err := lk.LockXact(ctx, tx, "xact")
+	must(t, err)
+	must(t, lk.CheckFenceTx(ctx, tx, "xact", fence))
+	must(t, tx.Commit(ctx))
+	lease, err := lk.TryLockLease(ctx, "lease", "me", 10*time.Second)
+	must(t, err)
+	must(t, lease.Renew(ctx))
+	must(t, lease.Release(ctx))
+	session, err := lk.TryLockSession(ctx, "session", nil)
+	if refuseSession {
+		if !errors.Is(err, pglock.ErrNoSessionAffinity) {
+			t.Fatalf("session lock: %v, want ErrNoSessionAffinity", err)
+		}
+		return
+	}
+	must(t, err)
+	if _, err := lk.TryLockSession(ctx, "session", nil); !errors.Is(err, pglock.ErrBusy) {
+		t.Fatalf("second session lock: %v, want ErrBusy", err)
+	}
+	must(t, session.Unlock(ctx))
 }

@@ -36,7 +36,9 @@ func TestPgBouncerExecModes(t *testing.T) {
 	for _, m := range execModes {
 		t.Run(m.name, func(t *testing.T) {
 			t.Parallel()
-			_, pooled := throughPgBouncer(t)
+			direct, pooled := throughPgBouncer(t)
+			directCfg, err := pgx.ParseConfig(direct)
+			must(t, err)
 			pool := poolWithMode(t, pooled, m.mode)
 			switch m.mode {
 			case pgx.QueryExecModeCacheStatement, pgx.QueryExecModeDescribeExec:
@@ -46,6 +48,8 @@ func TestPgBouncerExecModes(t *testing.T) {
 				}
 			default:
 				runExecModeFlows(t, pool)
+				runLockFlows(t, pool, nil, true)
+				runLockFlows(t, pool, directCfg, false)
 			}
 		})
 	}
