@@ -218,7 +218,9 @@ func (h *Handler) sign(v string) string {
 
 // checkCSRF reports whether the POST r carries the token of its cookie and
 // does not come from another origin.
-func (h *Handler) checkCSRF(r *http.Request) error {
+func (h *Handler) checkCSRF(w http.ResponseWriter, r *http.Request) error {
+	// A form here is a token and a queue name: refuse to read more.
+	r.Body = http.MaxBytesReader(w, r.Body, 64<<10)
 	if err := h.cop.Check(r); err != nil {
 		return err
 	}

@@ -354,7 +354,7 @@ func (h *Handler) jobAction(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, http.StatusForbidden, "the dashboard is read-only")
 		return
 	}
-	if err := h.checkCSRF(r); err != nil {
+	if err := h.checkCSRF(w, r); err != nil {
 		h.fail(w, r, http.StatusForbidden, err.Error())
 		return
 	}
@@ -407,7 +407,7 @@ func (h *Handler) queueAction(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, http.StatusForbidden, "the dashboard is read-only")
 		return
 	}
-	if err := h.checkCSRF(r); err != nil {
+	if err := h.checkCSRF(w, r); err != nil {
 		h.fail(w, r, http.StatusForbidden, err.Error())
 		return
 	}
