@@ -56,9 +56,11 @@
 // never goes through the pool, which would hand the unlock to another
 // session. A keepalive checks the connection: when it died, or a pooler
 // moved it to another server session, the lock is lost, Lost is closed and
-// Context is cancelled with cause ErrLost. Session locks need session
-// affinity: through PgBouncer in transaction mode they fail with
-// [ErrNoSessionAffinity].
+// Context is cancelled with cause ErrLost. Session locks need a session of
+// their own: through a pooler such as PgBouncer they fail with
+// [ErrNoSessionAffinity] every time, unless [Config].DirectConnConfig
+// gives a connection to PostgreSQL itself. Within one process a name has
+// one holder at a time whatever the connections.
 //
 // Lease locks ([Locker.TryLockLease]) are rows of <schema>.leases naming
 // the holder, its fence and its expiry. Acquire, renew and release are one
