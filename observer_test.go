@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/pgqueue/pgqueue"
+	"github.com/pgqueue/pgqueue/pgqueuetest"
 )
 
 type obsArgs struct {
@@ -121,8 +122,10 @@ func TestObserver(t *testing.T) {
 		o := newObserved()
 		o.observer.QueuesInterval = 50 * time.Millisecond
 		c := newClient(t, pool, &pgqueue.Config{Observer: o.observer})
-		_, err := c.Enqueue(t.Context(), obsArgs{}, &pgqueue.InsertOpts{Queue: "later", RunAt: time.Now().Add(time.Hour)})
+		at := time.Now().Add(time.Hour)
+		_, err := c.Enqueue(t.Context(), obsArgs{}, &pgqueue.InsertOpts{Queue: "later", RunAt: at})
 		must(t, err)
+		pgqueuetest.RequireEnqueued(t.Context(), t, pool, obsArgs{}, &pgqueuetest.Match{Queue: "later", ScheduledAt: at, State: pgqueue.StateScheduled})
 		must(t, c.Start(t.Context()))
 		o.await(t, "queue counts", func() bool {
 			for _, qs := range o.queues {
