@@ -708,3 +708,17 @@ func TestNewRefusesBadOptions(t *testing.T) {
 		t.Errorf("nil pool: %v", err)
 	}
 }
+
+// TestLongArgsClipped: the list shows the start of large args, the job's
+// page all of them.
+func TestLongArgsClipped(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, nil)
+	long := strings.Repeat("é", 2000)
+	id := e.enqueue(emailArgs{To: "x", Body: long}, nil)
+	_, list := e.get("/jobs")
+	mustContain(t, "list", list, strings.Repeat("é", 200), "…</code>")
+	mustNotContain(t, "list", list, strings.Repeat("é", 400))
+	_, page := e.get(fmt.Sprintf("/jobs/%d", id))
+	mustContain(t, "job page", page, long)
+}

@@ -10,8 +10,19 @@ import (
 var pages = []string{"overview", "jobs", "job", "confirm", "locks", "periodic", "error"}
 
 var funcs = template.FuncMap{
-	"ts":  formatTime,
-	"dur": formatDuration,
+	"ts":   formatTime,
+	"dur":  formatDuration,
+	"clip": clip,
+}
+
+// clip shortens stored JSON for a list: args can be megabytes; the job's
+// page shows them whole.
+func clip(b []byte, n int) string {
+	r := []rune(string(b))
+	if len(r) <= n {
+		return string(r)
+	}
+	return string(r[:n]) + "…"
 }
 
 func formatTime(t time.Time) string {
