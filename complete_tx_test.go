@@ -140,13 +140,14 @@ func TestCompleteTx(t *testing.T) {
 		row, err := c.Enqueue(ctx, effectArgs{}, nil)
 		must(t, err)
 		run(t, c)
-		if err := <-got; !errors.Is(err, pgqueue.ErrJobLeaseLost) {
-			t.Fatalf("CompleteTx: %v, want ErrJobLeaseLost", err)
-		}
+		err = <-got
 		var effects int
 		must(t, pool.QueryRow(ctx, "SELECT count(*) FROM effects").Scan(&effects))
 		s := readJob(t, pool, row.ID)
-		close(checked)
+		close(checked) // before any Fatal: Stop waits for the handler
+		if !errors.Is(err, pgqueue.ErrJobLeaseLost) {
+			t.Fatalf("CompleteTx: %v, want ErrJobLeaseLost", err)
+		}
 		if effects != 0 || s.state != "running" {
 			t.Fatalf("stale completion had an effect: %d effects, state %s", effects, s.state)
 		}
