@@ -108,6 +108,9 @@ func (c *Client) Start(ctx context.Context) error {
 	if err := c.pool.Ping(ctx); err != nil {
 		return dbError("start", err)
 	}
+	if err := c.checkSchema(ctx); err != nil {
+		return err
+	}
 	sessions, err := c.planSessions(ctx)
 	if err != nil {
 		return err
@@ -147,7 +150,9 @@ func (c *Client) Start(ctx context.Context) error {
 	go s.heartbeats.run()
 
 	exec := c.newExecutor(active, s.completer, outcomes, jobs)
-	claims := &claimer{pool: c.pool, q: c.q, base: base, jobLease: cfg.JobLease, clientID: cfg.ID, obs: cfg.Observer}
+	// One watch: the poller and the claims stop and start again together.
+	watch := &schemaWatch{pool: c.pool, schema: cfg.Schema, log: cfg.Logger}
+	claims := &claimer{pool: c.pool, q: c.q, base: base, jobLease: cfg.JobLease, clientID: cfg.ID, obs: cfg.Observer, schema: watch}
 	for name, qc := range cfg.Queues {
 		p := newProducer(name, qc.MaxWorkers, claims, exec, cfg.Workers, c.log, cfg.ClaimBatchDelay, c.testHooks.claimAged)
 		s.producers[name] = p
@@ -164,7 +169,7 @@ func (c *Client) Start(ctx context.Context) error {
 		for q := range s.producers {
 			queues = append(queues, q)
 		}
-		poll := &poller{pool: c.pool, q: c.q, log: c.log, queues: queues, interval: cfg.FetchPollInterval, wake: wake, leaderFree: elector.Nudge}
+		poll := &poller{pool: c.pool, q: c.q, log: c.log, queues: queues, interval: cfg.FetchPollInterval, wake: wake, leaderFree: elector.Nudge, schema: watch}
 		s.loops.Add(1)
 		go func() { defer s.loops.Done(); poll.run(fetch) }()
 	}

@@ -2,6 +2,7 @@ package pgqueue
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"time"
 
@@ -23,23 +24,28 @@ type poller struct {
 	wake func(queue string)
 	// leaderFree tells the maintenance elector to campaign now.
 	leaderFree func()
+	// schema holds polls back while the schema is older than needed.
+	schema *schemaWatch
 }
 
 // run polls until ctx (the client's fetch context) ends.
 func (p *poller) run(ctx context.Context) {
 	every(ctx, p.interval, func() {
-		if err := p.poll(ctx); err != nil && ctx.Err() == nil {
+		if err := p.poll(ctx); err != nil && ctx.Err() == nil && !errors.Is(err, ErrSchemaOutdated) {
 			p.log.Error("pgqueue: poll failed", "err", err)
 		}
 	})
 }
 
 func (p *poller) poll(ctx context.Context) error {
+	if err := p.schema.blocked(); err != nil {
+		return err
+	}
 	ctx, cancel := context.WithTimeout(ctx, writeTimeout)
 	defer cancel()
 	rows, err := p.pool.Query(ctx, p.q.poll, p.queues, maintenanceLease)
 	if err != nil {
-		return err
+		return p.schema.observe(ctx, err)
 	}
 	var q *string
 	_, err = pgx.ForEachRow(rows, []any{&q}, func() error {
@@ -50,5 +56,5 @@ func (p *poller) poll(ctx context.Context) error {
 		}
 		return nil
 	})
-	return err
+	return p.schema.observe(ctx, err)
 }

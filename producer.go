@@ -2,6 +2,7 @@ package pgqueue
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -190,7 +191,9 @@ func (p *producer) run(ctx context.Context) {
 			reserved -= r.want
 			ahead.returned(r.sent)
 			if r.err != nil {
-				p.log.Error("pgqueue: claim failed", "queue", p.queue, "err", r.err)
+				if !errors.Is(r.err, ErrSchemaOutdated) { // said once by the schema watch
+					p.log.Error("pgqueue: claim failed", "queue", p.queue, "err", r.err)
+				}
 				more = false
 				continue
 			}

@@ -3,9 +3,12 @@ package pgqueue_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/pgqueue/pgqueue"
+	"github.com/pgqueue/pgqueue/internal/testlog"
 )
 
 // Start refuses a schema older than the client needs, instead of running
@@ -34,5 +37,53 @@ func TestStartRefusesOutdatedSchema(t *testing.T) {
 	other := newClient(t, pool, &pgqueue.Config{Schema: "never_migrated"})
 	if err := other.Start(ctx); !errors.Is(err, pgqueue.ErrSchemaOutdated) {
 		t.Fatalf("Start on a schema never migrated: %v", err)
+	}
+}
+
+// A running client whose schema is migrated down says so once and stops
+// claiming, instead of logging every failed claim; migrated up again, it
+// works again.
+func TestRunningClientMeetsOutdatedSchema(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := newPool(t)
+	var logs testlog.Buffer
+	done := make(chan int, 10)
+	ws := pgqueue.NewWorkers()
+	must(t, pgqueue.AddWorkerFunc(ws, func(ctx context.Context, job *pgqueue.Job[noteArgs]) error {
+		done <- job.Args.N
+		return nil
+	}, nil))
+	b := startClient(t, pool, ws, &pgqueue.Config{FetchPollInterval: 20 * time.Millisecond, Logger: logs.Logger()})
+	mg, err := pgqueue.NewMigrator(ctx, pool, "")
+	must(t, err)
+	defer mg.Close()
+	// Migration 7 made the queues table that every claim reads.
+	if _, err := mg.Down(ctx, 2); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the outdated schema said", func() bool { return strings.Contains(logs.String(), "schema is older than this client needs") })
+	// An observation window, not a wait: the old code logged a failed poll
+	// every 20 ms in it; now there must be no more lines.
+	time.Sleep(300 * time.Millisecond)
+	out := logs.String()
+	if n := strings.Count(out, "schema is older than this client needs"); n != 1 {
+		t.Fatalf("said %d times:\n%s", n, out)
+	}
+	if strings.Contains(out, "claim failed") || strings.Contains(out, "poll failed") {
+		t.Fatalf("failed claims logged:\n%s", out)
+	}
+	if _, err := mg.Up(ctx); err != nil {
+		t.Fatal(err)
+	}
+	_, err = b.client.Enqueue(ctx, noteArgs{N: 7}, nil)
+	must(t, err)
+	select {
+	case n := <-done:
+		if n != 7 {
+			t.Fatalf("ran %d", n)
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatalf("no job worked after migrating up:\n%s", logs.String())
 	}
 }
