@@ -31,7 +31,8 @@
 //
 // # Traces
 //
-// Each insert runs in a producer span "pgqueue.enqueue", whose trace
+// Only with Config.TracerProvider set (nil records no spans, at no cost
+// per job; pass otel.GetTracerProvider() for the global one), each insert runs in a producer span "pgqueue.enqueue", whose trace
 // context is stored in each job's meta under MetaKey. Each attempt runs in
 // a consumer span "pgqueue.work <kind>" linked to that span, so a trace
 // shows the request that enqueued a job and the work it caused, and the

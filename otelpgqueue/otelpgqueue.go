@@ -38,7 +38,9 @@ var ErrObserverSet = errors.New("otelpgqueue: Config.Observer is already set")
 type Config struct {
 	// MeterProvider makes the meter. Default otel.GetMeterProvider().
 	MeterProvider metric.MeterProvider
-	// TracerProvider makes the tracer. Default otel.GetTracerProvider().
+	// TracerProvider makes the tracer; nil records no spans, at no cost
+	// per job (even a no-op provider's spans cost allocations on every
+	// attempt). Pass otel.GetTracerProvider() for the global one.
 	TracerProvider trace.TracerProvider
 	// Propagator writes the enqueuer's trace context into the job's meta
 	// and reads it back in the run. Default propagation.TraceContext{}:
@@ -112,15 +114,16 @@ func New(cfg *Config) (*Instrumentation, error) {
 	if c.MeterProvider == nil {
 		c.MeterProvider = otel.GetMeterProvider()
 	}
-	if c.TracerProvider == nil {
-		c.TracerProvider = otel.GetTracerProvider()
-	}
 	if c.Propagator == nil {
 		c.Propagator = propagation.TraceContext{}
 	}
 	meter := c.MeterProvider.Meter(ScopeName)
-	in := &Instrumentation{tracer: c.TracerProvider.Tracer(ScopeName), propagator: c.Propagator,
-		attrs: map[labels]*opts{}, byJob: map[queueKind]*jobOpts{}}
+	var tracer trace.Tracer
+	if c.TracerProvider != nil {
+		tracer = c.TracerProvider.Tracer(ScopeName)
+	}
+	in := &Instrumentation{propagator: c.Propagator,
+		tracer: tracer, attrs: map[labels]*opts{}, byJob: map[queueKind]*jobOpts{}}
 	var errs []error
 	counter := func(name, desc string) metric.Int64Counter {
 		m, err := meter.Int64Counter(name, metric.WithUnit("{job}"), metric.WithDescription(desc))
@@ -272,6 +275,13 @@ func (in *Instrumentation) InsertMiddleware() pgqueue.InsertMiddleware {
 }
 
 func (in *Instrumentation) insert(ctx context.Context, jobs []*pgqueue.InsertParams, next func(context.Context) (*pgqueue.InsertResult, error)) error {
+	if in.tracer == nil {
+		res, err := next(ctx)
+		if err == nil {
+			in.countEnqueued(ctx, jobs, res)
+		}
+		return err
+	}
 	ctx, span := in.tracer.Start(ctx, "pgqueue.enqueue", producer)
 	defer span.End()
 	if span.IsRecording() {
@@ -301,6 +311,15 @@ func (in *Instrumentation) insert(ctx context.Context, jobs []*pgqueue.InsertPar
 	if len(res.Rows) == 1 {
 		span.SetAttributes(attribute.Int64("pgqueue.job.id", res.Rows[0].ID))
 	}
+	in.countEnqueued(ctx, jobs, res)
+	if n := len(res.Duplicates); n > 0 {
+		span.SetAttributes(attribute.Int("pgqueue.duplicates", n))
+	}
+	return nil
+}
+
+// countEnqueued counts the jobs an insert wrote: all but the duplicates.
+func (in *Instrumentation) countEnqueued(ctx context.Context, jobs []*pgqueue.InsertParams, res *pgqueue.InsertResult) {
 	dup := res.Duplicates
 	for i, j := range jobs {
 		if len(dup) > 0 && dup[0] == i {
@@ -309,10 +328,6 @@ func (in *Instrumentation) insert(ctx context.Context, jobs []*pgqueue.InsertPar
 		}
 		in.enqueued.Add(ctx, 1, in.opt(labels{queue: j.Queue, kind: j.Kind}).add...)
 	}
-	if n := len(res.Duplicates); n > 0 {
-		span.SetAttributes(attribute.Int("pgqueue.duplicates", n))
-	}
-	return nil
 }
 
 // consumer is the start option of every attempt's span.
@@ -332,8 +347,11 @@ func (in *Instrumentation) work(ctx context.Context, job *pgqueue.JobRow, next f
 		// Both by the database clock: no skew with this host.
 		in.wait.Record(ctx, max(job.AttemptedAt.Sub(job.RunAt), 0).Seconds(), qk.rec...)
 	}
-	ctx, span := in.tracer.Start(ctx, o.spanName, consumer)
-	recording := span.IsRecording()
+	var span trace.Span
+	if in.tracer != nil {
+		ctx, span = in.tracer.Start(ctx, o.spanName, consumer)
+	}
+	recording := span != nil && span.IsRecording()
 	if recording {
 		// Built only for a span that keeps them: with tracing off (a no-op
 		// provider, or not sampled) they would be most of the cost per job.
@@ -367,7 +385,9 @@ func (in *Instrumentation) work(ctx context.Context, job *pgqueue.JobRow, next f
 		}
 		span.SetAttributes(attribute.String("pgqueue.outcome", string(outcome)))
 	}
-	span.End()
+	if span != nil {
+		span.End()
+	}
 	return err
 }
 
