@@ -136,8 +136,14 @@ func TestRescuer(t *testing.T) {
 		})
 		must(t, rescuer.Start(ctx))
 		defer rescuer.Stop(ctx)
-		if msg := <-checked; msg != "" {
-			t.Fatalf("the rescue wrote with the fence it read over a job given a new one since: %s", msg)
+		select {
+		case msg := <-checked:
+			if msg != "" {
+				t.Fatalf("the rescue wrote with the fence it read over a job given a new one since: %s", msg)
+			}
+		case <-time.After(30 * time.Second):
+			rounds.release()
+			t.Fatal("no second rescue round in 30s")
 		}
 		var s jobState
 		waitFor(t, "the next round's rescue", func() bool { s = readJob(t, pool, row.ID); return s.state != "running" })
@@ -155,6 +161,9 @@ type sentinelRounds struct {
 	mu     sync.Mutex
 	n      int
 	change chan struct{}
+	// release ends the sentinel's transaction: before failing, so that a
+	// rescue blocked on its row (a broken rescue.sql) cannot hang Stop.
+	release func()
 }
 
 func rescueRounds(t *testing.T, pool *pgxpool.Pool, c *pgqueue.Client) *sentinelRounds {
@@ -165,10 +174,11 @@ func rescueRounds(t *testing.T, pool *pgxpool.Pool, c *pgqueue.Client) *sentinel
 	claimAsDeadWorker(t, pool, row.ID)
 	tx, err := pool.Begin(ctx)
 	must(t, err)
-	t.Cleanup(func() { _ = tx.Rollback(context.Background()) })
+	release := func() { _ = tx.Rollback(context.Background()) }
+	t.Cleanup(release)
 	_, err = tx.Exec(ctx, "SELECT 1 FROM pgqueue.jobs WHERE id = $1 FOR UPDATE", row.ID)
 	must(t, err)
-	return &sentinelRounds{change: make(chan struct{})}
+	return &sentinelRounds{change: make(chan struct{}), release: release}
 }
 
 // seen counts a round and returns its number, from 1.
@@ -194,6 +204,7 @@ func (r *sentinelRounds) wait(t *testing.T, n int) {
 		select {
 		case <-change:
 		case <-time.After(30 * time.Second):
+			r.release()
 			t.Fatalf("%d rescue rounds of %d in 30s", got, n)
 		}
 	}
