@@ -1,0 +1,71 @@
+package pgqueue_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/pgqueue/pgqueue"
+)
+
+// An Observer counts what became of each job, as a metrics library would:
+// the middleware sees attempts, the Observer sees what was written.
+func ExampleObserver() {
+	ctx := context.Background()
+	pool, drop := exampleDB()
+	defer drop()
+
+	var (
+		mu      sync.Mutex
+		results = map[pgqueue.JobResult]int{}
+		done    = make(chan struct{})
+	)
+	workers := pgqueue.NewWorkers()
+	if err := pgqueue.AddWorkerFunc(workers, func(ctx context.Context, job *pgqueue.Job[emailArgs]) error {
+		if job.Args.To == "" {
+			return errors.New("no address")
+		}
+		return nil
+	}, nil); err != nil {
+		panic(err)
+	}
+	client, err := pgqueue.New(pool, &pgqueue.Config{
+		Workers: workers,
+		Queues:  map[string]pgqueue.QueueConfig{pgqueue.DefaultQueue: {MaxWorkers: 2}},
+		Observer: &pgqueue.Observer{
+			Recorded: func(job *pgqueue.JobRow, r pgqueue.JobResult) {
+				mu.Lock()
+				defer mu.Unlock()
+				results[r]++
+				if results[pgqueue.ResultCompleted]+results[pgqueue.ResultDiscarded] == 3 {
+					close(done)
+				}
+			},
+		},
+	})
+	if err != nil {
+		panic(err)
+	}
+	for _, to := range []string{"ada@example.com", "bob@example.com", ""} {
+		if _, err := client.Enqueue(ctx, emailArgs{To: to}, &pgqueue.InsertOpts{MaxAttempts: 1}); err != nil {
+			panic(err)
+		}
+	}
+	if err := client.Start(ctx); err != nil {
+		panic(err)
+	}
+	select {
+	case <-done:
+	case <-time.After(time.Minute):
+		panic("jobs not worked")
+	}
+	if err := client.Stop(ctx); err != nil {
+		panic(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	fmt.Println("completed:", results[pgqueue.ResultCompleted], "discarded:", results[pgqueue.ResultDiscarded])
+	// Output: completed: 2 discarded: 1
+}
