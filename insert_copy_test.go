@@ -159,8 +159,9 @@ func make100(p pgqueue.EnqueueParams) []pgqueue.EnqueueParams {
 	return out
 }
 
-// A server-side failure mid-COPY (a kind that is not valid UTF-8) is a
-// database error, and the caller's transaction survives it too.
+// A server-side failure mid-COPY (args whose JSON holds a lone surrogate
+// escape, which jsonb refuses; invalid UTF-8 is refused before the server
+// now) is a database error, and the caller's transaction survives it too.
 func TestEnqueueManyTxServerRejectsRow(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -172,7 +173,7 @@ func TestEnqueueManyTxServerRejectsRow(t *testing.T) {
 	}
 	defer tx.Rollback(ctx)
 	params := make100(pgqueue.EnqueueParams{Args: emailArgs{To: "ok"}})
-	params[70] = pgqueue.EnqueueParams{Args: badKindArgs{}}
+	params[70] = pgqueue.EnqueueParams{Args: loneSurrogateArgs{}}
 	if _, err := c.EnqueueManyTx(ctx, tx, params); err == nil || !strings.Contains(err.Error(), "copy") {
 		t.Fatalf("err = %v, want the server's COPY error", err)
 	}
@@ -187,6 +188,9 @@ func TestEnqueueManyTxServerRejectsRow(t *testing.T) {
 	}
 }
 
-type badKindArgs struct{}
+// loneSurrogateArgs encodes to JSON that only the server refuses.
+type loneSurrogateArgs struct{}
 
-func (badKindArgs) Kind() string { return "bad\xff" }
+func (loneSurrogateArgs) Kind() string { return "lone_surrogate" }
+
+func (loneSurrogateArgs) MarshalJSON() ([]byte, error) { return []byte(`{"s":"\ud800"}`), nil }
