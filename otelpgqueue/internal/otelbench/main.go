@@ -1,7 +1,8 @@
 // Command otelbench measures what otelpgqueue costs the client: the
 // burn-down of `pgqueue bench` (EnqueueMany of --jobs no-op jobs, then a
 // client with --workers workers works them all), run without
-// instrumentation, with its metrics (OpenTelemetry SDK and the Prometheus
+// instrumentation, with empty hooks (a work middleware and an Observer
+// that do nothing), with its metrics (OpenTelemetry SDK and the Prometheus
 // exporter) and with metrics and traces (every span sampled, batched to an
 // exporter that drops them), in alternating order, --rounds times. It
 // prints each run's rate and the process CPU time (user and system, from
@@ -18,6 +19,8 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"slices"
+	"strings"
 	"syscall"
 	"time"
 
@@ -34,9 +37,10 @@ func main() {
 	url := flag.String("database-url", os.Getenv("DATABASE_URL"), "scratch database (its schema pgqueue_bench is emptied)")
 	jobs := flag.Int("jobs", 200000, "jobs per burn-down")
 	workers := flag.Int("workers", 1000, "the client's MaxWorkers")
-	rounds := flag.Int("rounds", 3, "rounds of the three variants, each round in another order")
+	rounds := flag.Int("rounds", 3, "rounds of the variants, each round in another order")
+	only := flag.String("variants", "", "comma-separated variants to run (default all)")
 	flag.Parse()
-	if err := run(*url, *jobs, *workers, *rounds); err != nil {
+	if err := run(*url, *jobs, *workers, *rounds, *only); err != nil {
 		fmt.Fprintln(os.Stderr, "otelbench:", err)
 		os.Exit(1)
 	}
@@ -47,7 +51,7 @@ type variant struct {
 	instrument func() (func(*pgqueue.Config) error, func(), error)
 }
 
-func run(url string, jobs, workers, rounds int) error {
+func run(url string, jobs, workers, rounds int, only string) error {
 	ctx := context.Background()
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
@@ -62,6 +66,16 @@ func run(url string, jobs, workers, rounds int) error {
 
 	variants := []variant{
 		{"none", func() (func(*pgqueue.Config) error, func(), error) { return nil, func() {}, nil }},
+		{"empty-hooks", func() (func(*pgqueue.Config) error, func(), error) {
+			// A work middleware that only calls next and an Observer that
+			// does nothing: what the hooks cost before OpenTelemetry.
+			return func(c *pgqueue.Config) error {
+				c.WorkMiddleware = append(c.WorkMiddleware, pgqueue.WorkMiddlewareFunc(
+					func(ctx context.Context, _ *pgqueue.JobRow, next func(context.Context) error) error { return next(ctx) }))
+				c.Observer = &pgqueue.Observer{Recorded: func(*pgqueue.JobRow, pgqueue.JobResult) {}, Claimed: func(string, int) {}}
+				return nil
+			}, func() {}, nil
+		}},
 		{"metrics", func() (func(*pgqueue.Config) error, func(), error) {
 			mp, _, err := otelpgqueue.NewPrometheus()
 			if err != nil {
@@ -85,6 +99,15 @@ func run(url string, jobs, workers, rounds int) error {
 			}
 			return inst.Install, func() { _ = mp.Shutdown(ctx); _ = tp.Shutdown(ctx) }, nil
 		}},
+	}
+	if only != "" {
+		var keep []variant
+		for _, v := range variants {
+			if slices.Contains(strings.Split(only, ","), v.name) {
+				keep = append(keep, v)
+			}
+		}
+		variants = keep
 	}
 	fmt.Printf("%-15s %5s %10s %10s %12s %12s\n", "variant", "round", "jobs/s", "cpu s", "cpu µs/job", "enqueue/s")
 	for r := range rounds {
