@@ -294,3 +294,11 @@ func (discardPermanent) HandleError(_ context.Context, _ *pgqueue.JobRow, err er
 func (discardPermanent) HandlePanic(context.Context, *pgqueue.JobRow, any, string) *pgqueue.ErrorDecision {
 	return nil
 }
+
+// The tests of the whole-file Example (example_test.go) run here: an
+// example file with a test function is not shown whole.
+func TestExample(t *testing.T) {
+	t.Parallel()
+	t.Run("SignUpEnqueuesWelcome", testSignUpEnqueuesWelcome)
+	t.Run("WelcomeHandler", testWelcomeHandler)
+}
