@@ -89,7 +89,6 @@ func runExecModeFlows(t *testing.T, pool *pgxpool.Pool) {
 	workers := pgqueue.NewWorkers()
 	must(t, pgqueue.AddWorkerFunc(workers, func(ctx context.Context, job *pgqueue.Job[modeArgs]) error {
 		attempts.Add(1)
-		must(t, pgqueue.RecordProgress(ctx, map[string]int{"at": job.Args.N}))
 		switch job.Args.Do {
 		case "retry":
 			if job.Attempt == 1 {
@@ -112,6 +111,10 @@ func runExecModeFlows(t *testing.T, pool *pgxpool.Pool) {
 				return err
 			}
 			return tx.Commit(ctx)
+		}
+		// Errors are returned, not fatal: this is not the test's goroutine.
+		if err := pgqueue.RecordProgress(ctx, map[string]int{"at": job.Args.N}); err != nil {
+			return err
 		}
 		return pgqueue.RecordOutput(ctx, map[string]string{"note": job.Args.Note})
 	}, nil))
