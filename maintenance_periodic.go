@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
@@ -220,6 +221,17 @@ func (p *periodicEnqueuer) enqueueDue(job *PeriodicJob, term int64) (time.Durati
 		if err := p.record(ctx, tx, p.q.periodicStarted, job.name, term); err != nil {
 			return 0, err
 		}
+	}
+	// For operators: the schedule and its next instant, as this leader sees
+	// them.
+	done := st.last
+	if plan.last.After(done) {
+		done = plan.last
+	}
+	next := pgtype.Timestamptz{Time: nextInstant(job.schedule, done)}
+	next.Valid = !next.Time.IsZero()
+	if _, err := tx.Exec(ctx, p.q.periodicDescribe, job.name, describeSchedule(job.schedule), next); err != nil {
+		return 0, dbError("periodic "+job.name+": describe", err)
 	}
 	if err := tx.Commit(ctx); err != nil {
 		return 0, dbError("periodic "+job.name+": commit", err)

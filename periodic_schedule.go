@@ -84,7 +84,7 @@ func CronSchedule(expr string) (PeriodicSchedule, error) {
 	if err != nil {
 		return fail(err)
 	}
-	s := cronSchedule{spec: parsed}
+	s := cronSchedule{spec: parsed, expr: spec}
 	// A check only: when the schedule is due is decided from the
 	// database's clock.
 	if s.Next(time.Now()).IsZero() {
@@ -104,7 +104,13 @@ func cutZone(spec string) (string, bool) {
 }
 
 // cronSchedule is a parsed cron expression.
-type cronSchedule struct{ spec cron.Schedule }
+type cronSchedule struct {
+	spec cron.Schedule
+	expr string
+}
+
+// String returns the expression as given.
+func (s cronSchedule) String() string { return s.expr }
 
 // Next returns the first instant after t. An expression without a time
 // zone is read in UTC: cron/v3 reads it in t's location.
@@ -119,6 +125,18 @@ func EverySchedule(d time.Duration) PeriodicSchedule { return everySchedule{d: d
 
 // everySchedule is due at the multiples of d since the Unix epoch.
 type everySchedule struct{ d time.Duration }
+
+// String returns the schedule as CronSchedule would read it.
+func (s everySchedule) String() string { return "@every " + s.d.String() }
+
+// describeSchedule is a schedule's text for operators: its String when it
+// has one, else its Go type.
+func describeSchedule(s PeriodicSchedule) string {
+	if str, ok := s.(fmt.Stringer); ok {
+		return str.String()
+	}
+	return fmt.Sprintf("%T", s)
+}
 
 // Next returns the first multiple of d since the epoch after t.
 func (s everySchedule) Next(t time.Time) time.Time {

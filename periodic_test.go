@@ -149,6 +149,14 @@ func TestPeriodicJobs(t *testing.T) {
 		if last.Before(runs[len(runs)-1].instant) {
 			t.Errorf("last_instant %s before the last run's instant %s", last, runs[len(runs)-1].instant)
 		}
+		// For operators: the schedule's text and an instant after the
+		// last one done.
+		var schedule string
+		var next, done time.Time
+		must(t, pool.QueryRow(ctx, `SELECT schedule, next_at, last_instant FROM pgqueue.periodic_jobs WHERE name = 'every-second'`).Scan(&schedule, &next, &done))
+		if schedule != "@every 1s" || !next.After(done) || next.Sub(done) > time.Second {
+			t.Errorf("schedule %q next %s after last %s", schedule, next, done)
+		}
 	})
 
 	t.Run("FirstSightNoBackfill", func(t *testing.T) {

@@ -51,6 +51,7 @@ type queries struct {
 	prune                                        string
 	periodicStates, periodicLock, periodicCreate string
 	periodicAdvance, periodicStarted             string
+	periodicDescribe                             string
 	// migrations
 	createSchemaLock, createSchema, migrateLock, migrateUnlock string
 }
@@ -69,7 +70,7 @@ func loadQueries(schema string) (*queries, error) {
 		"job_output": &q.jobOutput, "job_progress": &q.jobProgress,
 		"schedule": &q.schedule, "rescue_candidates": &q.rescueCandidates, "rescue": &q.rescue, "prune": &q.prune,
 		"periodic_states": &q.periodicStates, "periodic_lock": &q.periodicLock, "periodic_create": &q.periodicCreate,
-		"periodic_advance": &q.periodicAdvance, "periodic_started": &q.periodicStarted,
+		"periodic_advance": &q.periodicAdvance, "periodic_describe": &q.periodicDescribe, "periodic_started": &q.periodicStarted,
 		"create_schema_lock": &q.createSchemaLock, "create_schema": &q.createSchema,
 		"migrate_lock": &q.migrateLock, "migrate_unlock": &q.migrateUnlock,
 		"job_get": &q.jobGet, "job_list": &q.jobList,

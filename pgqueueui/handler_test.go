@@ -262,6 +262,7 @@ func TestOverviewShowsLeader(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 	}
 	mustContain(t, "overview", overview, " leads (fence ")
+	mustContain(t, "periodic", periodic, "<code>@every 1h0m0s</code>")
 	status, locks := e.get("/locks")
 	if status != http.StatusOK {
 		t.Fatalf("locks: %d", status)

@@ -505,6 +505,8 @@ type periodicRow struct {
 	StartTerm   pgtype.Int8
 	CreatedAt   time.Time
 	UpdatedAt   time.Time
+	Schedule    pgtype.Text
+	NextAt      pgtype.Timestamptz
 }
 
 func (h *Handler) periodic(w http.ResponseWriter, r *http.Request) {
@@ -512,7 +514,7 @@ func (h *Handler) periodic(w http.ResponseWriter, r *http.Request) {
 	var out []periodicRow
 	if err == nil {
 		var p periodicRow
-		_, err = pgx.ForEachRow(rows, []any{&p.Name, &p.LastInstant, &p.StartTerm, &p.CreatedAt, &p.UpdatedAt}, func() error {
+		_, err = pgx.ForEachRow(rows, []any{&p.Name, &p.LastInstant, &p.StartTerm, &p.CreatedAt, &p.UpdatedAt, &p.Schedule, &p.NextAt}, func() error {
 			out = append(out, p)
 			return nil
 		})

@@ -1,0 +1,3 @@
+ALTER TABLE {{schema}}.periodic_jobs
+    DROP COLUMN next_at,
+    DROP COLUMN schedule;
