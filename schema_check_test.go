@@ -58,8 +58,14 @@ func TestRunningClientMeetsOutdatedSchema(t *testing.T) {
 	mg, err := pgqueue.NewMigrator(ctx, pool, "")
 	must(t, err)
 	defer mg.Close()
-	// Migration 7 made the queues table that every claim reads.
-	if _, err := mg.Down(ctx, 2); err != nil {
+	// Migration 7 made the queues table that every claim reads: go back
+	// to version 6, however many migrations came after.
+	v, _, err := mg.Version(ctx)
+	must(t, err)
+	if v <= 6 {
+		t.Fatalf("schema at version %d, want above 6", v)
+	}
+	if _, err := mg.Down(ctx, int(v)-6); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, "the outdated schema said", func() bool { return strings.Contains(logs.String(), "schema is older than this client needs") })
