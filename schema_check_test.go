@@ -76,8 +76,12 @@ func TestRunningClientMeetsOutdatedSchema(t *testing.T) {
 	if n := strings.Count(out, "schema is older than this client needs"); n != 1 {
 		t.Fatalf("said %d times:\n%s", n, out)
 	}
-	if strings.Contains(out, "claim failed") || strings.Contains(out, "poll failed") {
-		t.Fatalf("failed claims logged:\n%s", out)
+	// While the migration ran, a poll may have failed on its locks (a
+	// deadlock with the DDL was seen): a real failure, logged. Once the
+	// outdated schema was said, nothing more may fail.
+	_, after, _ := strings.Cut(out, "schema is older than this client needs")
+	if strings.Contains(after, "claim failed") || strings.Contains(after, "poll failed") {
+		t.Fatalf("failed claims logged after the outdated schema was said:\n%s", out)
 	}
 	if _, err := mg.Up(ctx); err != nil {
 		t.Fatal(err)
