@@ -190,6 +190,9 @@ func (c *Client) Start(ctx context.Context) error {
 				if listenLost.Swap(false) {
 					c.log.Info("pgqueue: listen connection regained")
 				}
+				// Cancel requests notified meanwhile were lost too: the
+				// heartbeat reads them from the rows.
+				s.heartbeats.nudge()
 				for _, p := range s.producers {
 					p.wake()
 				}

@@ -36,12 +36,24 @@ type heartbeater struct {
 	interval time.Duration
 	jobLease time.Duration
 	quit     chan struct{} // closed by stop
-	done     chan struct{} // closed when run returns
+	// beatNow (capacity 1) asks for a heartbeat at once: after the LISTEN
+	// connection (re)connects, since cancel requests notified while it
+	// was away were lost and the heartbeat reads them.
+	beatNow chan struct{}
+	done    chan struct{} // closed when run returns
 }
 
 func newHeartbeater(base context.Context, pool *pgxpool.Pool, q *queries, active *activeJobs, log *slog.Logger, interval, jobLease time.Duration) *heartbeater {
 	return &heartbeater{pool: pool, q: q, active: active, log: log, obs: &Observer{}, base: base, interval: interval, jobLease: jobLease,
-		quit: make(chan struct{}), done: make(chan struct{})}
+		quit: make(chan struct{}), done: make(chan struct{}), beatNow: make(chan struct{}, 1)}
+}
+
+// nudge asks for a heartbeat now; one already pending is enough.
+func (h *heartbeater) nudge() {
+	select {
+	case h.beatNow <- struct{}{}:
+	default:
+	}
 }
 
 // stop ends run and waits for it.
@@ -67,6 +79,7 @@ func (h *heartbeater) run() {
 			buf = h.active.expire(now, sweep, buf)
 			continue
 		case <-tick.C:
+		case <-h.beatNow:
 		}
 		jobs := h.active.snapshot()
 		if len(jobs) == 0 {
