@@ -306,10 +306,17 @@ func TestJobCancelRescue(t *testing.T) {
 		c := newClient(t, pool, nil)
 		row, err := c.Enqueue(ctx, noteArgs{}, nil)
 		must(t, err)
-		claimAsDeadWorker(t, pool, row.ID)
+		dead := claimAsDeadWorker(t, pool, row.ID)
 		rescuer := startClient(t, pool, pgqueue.NewWorkers(), &pgqueue.Config{RescueInterval: 50 * time.Millisecond,
 			Queues: map[string]pgqueue.QueueConfig{"elsewhere": {MaxWorkers: 1}}})
-		s := waitState(t, pool, row.ID, "scheduled")
+		// Rescued: scheduled for its retry, or already available when the
+		// leader's scheduler ran after a short backoff (nobody works its
+		// queue, so it stays there).
+		var s jobState
+		waitFor(t, "the rescue", func() bool {
+			s = readJob(t, pool, row.ID)
+			return (s.state == "scheduled" || s.state == "available") && s.fence != nil && *s.fence != dead
+		})
 		job, err := rescuer.client.JobCancel(ctx, row.ID)
 		must(t, err)
 		if job.State != pgqueue.StateCancelled || job.Fence != *s.fence {
