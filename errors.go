@@ -152,6 +152,17 @@ var (
 	// through a connection pooler: it must reach PostgreSQL itself.
 	ErrNotDirect = errors.New("pgqueue: direct connection goes through a pooler")
 
+	// ErrMigrateThroughPooler is returned by Migrate, when there is
+	// something to migrate, and by NewMigrator when the pool goes through
+	// a connection pooler: a migration holds session advisory
+	// locks, which a pooler in transaction mode would leave held on a
+	// backend it shares, blocking the next migration until the pooler
+	// closes that backend. Migrate through a direct connection (a pool of
+	// Config.DirectConnConfig's database, or "pgqueue migrate" with a
+	// direct URL). Migrate on a current schema only reads its version and
+	// works through a pooler.
+	ErrMigrateThroughPooler = errors.New("pgqueue: migrations need a direct connection, not a pooler")
+
 	// ErrStopping is the cause of the context cancellation a running job
 	// sees when Stop's deadline passed before it finished. The job is
 	// handed back to the queue without spending an attempt.

@@ -17,6 +17,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jackc/pgx/v5/stdlib"
 
+	"github.com/pgqueue/pgqueue/internal/pgsession"
 	"github.com/pgqueue/pgqueue/internal/sqlschema"
 	"github.com/pgqueue/pgqueue/migrations"
 )
@@ -47,7 +48,8 @@ type Migrator struct {
 
 // NewMigrator prepares migrations for schema ("" means DefaultSchema) on
 // pool, creating the schema and its migrations table when missing. Close it
-// when done; the pool stays open.
+// when done; the pool stays open. A pool that goes through a connection
+// pooler gets ErrMigrateThroughPooler.
 func NewMigrator(ctx context.Context, pool *pgxpool.Pool, schema string) (*Migrator, error) {
 	if pool == nil {
 		return nil, ErrNilPool
@@ -61,6 +63,11 @@ func NewMigrator(ctx context.Context, pool *pgxpool.Pool, schema string) (*Migra
 	}
 	current, err := readSchemaVersion(ctx, pool, schema)
 	if err != nil {
+		return nil, err
+	}
+	// golang-migrate takes a session advisory lock as soon as it opens,
+	// and so do migrations: through a pooler it would stay on a backend.
+	if err := checkDirect(ctx, pool); err != nil {
 		return nil, err
 	}
 	if !current.Migrated { // CREATE SCHEMA needs a privilege an application role lacks
@@ -90,6 +97,21 @@ func NewMigrator(ctx context.Context, pool *pgxpool.Pool, schema string) (*Migra
 		return nil, fmt.Errorf("pgqueue: migrate: %w", err)
 	}
 	return &Migrator{m: m, db: db, pool: pool, q: q, schema: schema}, nil
+}
+
+// checkDirect returns ErrMigrateThroughPooler when pool's connections go
+// through a pooler.
+func checkDirect(ctx context.Context, pool *pgxpool.Pool) error {
+	conn, err := pool.Acquire(ctx)
+	if err != nil {
+		return dbError("migrate: connect", err)
+	}
+	defer conn.Release()
+	err = pgsession.Check(ctx, conn.Conn())
+	if errors.Is(err, pgsession.ErrPooled) {
+		return fmt.Errorf("%w: %w", ErrMigrateThroughPooler, err)
+	}
+	return dbError("migrate: check connection", err)
 }
 
 // createSchema creates the schema under a transaction-scoped advisory lock:

@@ -11,8 +11,8 @@
 // What the process does:
 //
 //   - Settings from flags and the environment (see Settings for every
-//     name): DATABASE_URL, PGQUEUE_QUEUES ("default=10,mail=2"),
-//     PGQUEUE_SCHEMA, PGQUEUE_JOB_LEASE, PGQUEUE_SHUTDOWN_TIMEOUT,
+//     name): DATABASE_URL, PGQUEUE_DIRECT_DATABASE_URL (behind a
+//     pooler), PGQUEUE_QUEUES ("default=10,mail=2"), PGQUEUE_SCHEMA, PGQUEUE_JOB_LEASE, PGQUEUE_SHUTDOWN_TIMEOUT,
 //     PGQUEUE_HTTP_ADDR, PGQUEUE_MIGRATE and the log settings; --help
 //     lists them.
 //   - A failed start ends the process with exit code 1 and a log line

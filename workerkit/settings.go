@@ -26,6 +26,14 @@ type Settings struct {
 	// plus 4 connections (at least pgxpool's default), so handlers that
 	// write in transactions of their own do not wait for one.
 	DatabaseURL string
+	// DirectDatabaseURL is a connection string that reaches PostgreSQL
+	// itself, for when DatabaseURL goes through a pooler such as PgBouncer
+	// in transaction mode: the client listens for notifications and takes
+	// session locks on it (pgqueue.Config.DirectConnConfig), and --migrate
+	// migrates through it. Flag --direct-database-url, environment
+	// PGQUEUE_DIRECT_DATABASE_URL. Default empty: behind a pooler the
+	// client then polls.
+	DirectDatabaseURL string
 	// Schema is pgqueue's schema. Flag --schema, environment
 	// PGQUEUE_SCHEMA. Default pgqueue.DefaultSchema.
 	Schema string
@@ -81,6 +89,7 @@ type setting struct {
 
 var settingsTable = []setting{
 	{"database-url", "DATABASE_URL", "PostgreSQL connection string (required)"},
+	{"direct-database-url", "PGQUEUE_DIRECT_DATABASE_URL", "connection string that bypasses a pooler, for notifications, session locks and --migrate"},
 	{"schema", "PGQUEUE_SCHEMA", "pgqueue's schema"},
 	{"queues", "PGQUEUE_QUEUES", "queues to work and their concurrency, name=N,name=N"},
 	{"id", "PGQUEUE_ID", "client ID recorded in the jobs' worker_id (default: host, pid, random)"},
@@ -160,6 +169,7 @@ func (v levelValue) Set(s string) error { return v.l.UnmarshalText([]byte(s)) }
 func (s *Settings) register(fs *flag.FlagSet, d Settings) {
 	*s = d
 	fs.StringVar(&s.DatabaseURL, "database-url", d.DatabaseURL, "")
+	fs.StringVar(&s.DirectDatabaseURL, "direct-database-url", d.DirectDatabaseURL, "")
 	fs.StringVar(&s.Schema, "schema", d.Schema, "")
 	fs.Var(queuesValue{&s.Queues}, "queues", "")
 	fs.StringVar(&s.ID, "id", d.ID, "")

@@ -275,6 +275,24 @@ func (p *process) watchSignals(ctx context.Context, sigs chan os.Signal, first, 
 	}
 }
 
+// migrate applies pgqueue's migrations through the direct connection when
+// there is one: migrations hold session advisory locks, which a pooler in
+// transaction mode would leave on a backend it shares (pgqueue.Migrate
+// refuses to migrate through one).
+func (p *process) migrate(ctx context.Context, pool *pgxpool.Pool, direct *pgxpool.Config) (pgqueue.MigrateResult, error) {
+	if direct == nil {
+		return pgqueue.Migrate(ctx, pool, p.s.Schema)
+	}
+	cfg := direct.Copy()
+	cfg.MaxConns = 4 // the migration lock's session, golang-migrate's and reads
+	dpool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return pgqueue.MigrateResult{}, fmt.Errorf("open direct pool: %w", err)
+	}
+	defer dpool.Close()
+	return pgqueue.Migrate(ctx, dpool, p.s.Schema)
+}
+
 // start opens the pool, checks the schema and starts the client. The
 // pool is returned, to be closed by the caller, even with an error.
 func (p *process) start(ctx context.Context) (*pgqueue.Client, *pgxpool.Pool, error) {
@@ -295,6 +313,16 @@ func (p *process) start(ctx context.Context) (*pgqueue.Client, *pgxpool.Pool, er
 	if cfg.ConnConfig.RuntimeParams["application_name"] == "" {
 		cfg.ConnConfig.RuntimeParams["application_name"] = p.name
 	}
+	var direct *pgxpool.Config
+	if p.s.DirectDatabaseURL != "" {
+		if direct, err = pgxpool.ParseConfig(p.s.DirectDatabaseURL); err != nil {
+			return nil, nil, fmt.Errorf("direct database URL: %w", err)
+		}
+		direct.ConnConfig.ConnectTimeout = p.s.ConnectTimeout
+		if direct.ConnConfig.RuntimeParams["application_name"] == "" {
+			direct.ConnConfig.RuntimeParams["application_name"] = p.name
+		}
+	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, nil, fmt.Errorf("open pool: %w", err)
@@ -304,7 +332,7 @@ func (p *process) start(ctx context.Context) (*pgqueue.Client, *pgxpool.Pool, er
 		return nil, pool, fmt.Errorf("database unreachable: %w", err)
 	}
 	if p.s.Migrate {
-		res, err := pgqueue.Migrate(ctx, pool, p.s.Schema)
+		res, err := p.migrate(ctx, pool, direct)
 		if err != nil {
 			return nil, pool, fmt.Errorf("migrate: %w", err)
 		}
@@ -322,6 +350,9 @@ func (p *process) start(ctx context.Context) (*pgqueue.Client, *pgxpool.Pool, er
 		Schema: p.s.Schema, ID: p.s.ID, Queues: queues, JobLease: p.s.JobLease,
 		Workers: p.opts.Workers, Logger: p.log,
 	}}
+	if direct != nil {
+		env.Config.DirectConnConfig = direct.ConnConfig
+	}
 	if p.opts.Setup != nil {
 		if err := p.opts.Setup(ctx, env); err != nil {
 			return nil, pool, fmt.Errorf("setup: %w", err)
