@@ -22,6 +22,25 @@ type ElectorConfig struct {
 	// SafetyMargin is how long before its lease ends, by its own monotonic
 	// clock, a leader that could not renew stops acting. Default TTL/5.
 	SafetyMargin time.Duration
+
+	// SessionFailover makes the leader hold its leadership also as a
+	// session advisory lock, on a connection the elector dials for it
+	// (Config.DirectConnConfig, else the pool's configuration) and keeps
+	// for its Run. Followers try that lock every SessionInterval on a
+	// connection of their own: getting it proves that no leader's session
+	// is alive (its process was killed, its connection cut or its backend
+	// terminated), so the follower takes the lease over at once with a new
+	// term instead of waiting up to TTL for it to expire. A leader that is
+	// alive but stuck keeps its session, and its lease's expiry replaces
+	// it as before. A leader that finds its session gone ends its term
+	// (cause ErrLost): any follower may have taken over already. Costs one
+	// connection per elector. Behind a pooler without DirectConnConfig the
+	// elector says so once and keeps to the lease alone. Default false.
+	SessionFailover bool
+	// SessionInterval is how often, with SessionFailover, a follower tries
+	// the session lock and a leader checks that its session still holds
+	// it. Default TTL/20.
+	SessionInterval time.Duration
 }
 
 // Elector runs leader election on a lease lock: the term is the lease's
@@ -30,6 +49,7 @@ type Elector struct {
 	l    *Locker
 	name string
 	cfg  ElectorConfig
+	q    electorQueries
 	// nudge (capacity 1) makes a follower campaign now; see Nudge.
 	nudge chan struct{}
 }
@@ -55,11 +75,26 @@ func (l *Locker) NewElector(name string, cfg *ElectorConfig) (*Elector, error) {
 	if e.SafetyMargin == 0 {
 		e.SafetyMargin = e.TTL / 5
 	}
+	if e.SessionInterval == 0 {
+		e.SessionInterval = e.TTL / 20
+	}
 	if e.TTL < 0 || e.RenewInterval <= 0 || e.RetryInterval <= 0 || e.SafetyMargin < 0 || e.RenewInterval+e.SafetyMargin >= e.TTL {
 		return nil, fmt.Errorf("%w: elector needs TTL > RenewInterval + SafetyMargin, got %+v", ErrInvalidOption, e)
 	}
-	return &Elector{l: l, name: name, cfg: e, nudge: make(chan struct{}, 1)}, nil
+	if e.SessionInterval <= 0 {
+		return nil, fmt.Errorf("%w: elector needs a positive SessionInterval, got %s", ErrInvalidOption, e.SessionInterval)
+	}
+	q, err := loadElectorQueries(l.schema)
+	if err != nil {
+		return nil, err
+	}
+	return &Elector{l: l, name: name, cfg: e, q: q, nudge: make(chan struct{}, 1)}, nil
 }
+
+// SessionKey returns the advisory key of the election's session lock (see
+// ElectorConfig.SessionFailover), as pg_locks shows it: the Locker's key
+// of "pglock:elector:" and the lease's name.
+func (e *Elector) SessionKey() Key { return e.l.Key(electorLockPrefix + e.name) }
 
 // Nudge makes a follower try to take the lease now instead of at its next
 // RetryInterval: call it when something run anyway (a poll, a
@@ -75,10 +110,20 @@ func (e *Elector) Nudge() {
 // Run campaigns until ctx ends. Each time this candidate becomes leader it
 // calls lead with the term and a context that is cancelled, with cause
 // ErrLost, when leadership ends: a renewal found the term taken over,
-// or the lease came within SafetyMargin of its end without a successful
-// renewal. lead must return promptly once its context is done; Run waits
-// for it before campaigning again, and resigns the term when ctx ends.
+// the lease came within SafetyMargin of its end without a successful
+// renewal, or (with SessionFailover) the leader's session was found gone.
+// lead must return promptly once its context is done; Run waits for it
+// before campaigning again, and resigns the term when ctx ends.
 func (e *Elector) Run(ctx context.Context, lead func(ctx context.Context, term int64)) {
+	var s *electorSession
+	var tries <-chan time.Time
+	if e.cfg.SessionFailover {
+		s = newElectorSession(e.l, e.name, &e.q, min(e.cfg.RetryInterval, e.cfg.TTL))
+		defer s.drop(ctx)
+		t := time.NewTicker(e.cfg.SessionInterval)
+		defer t.Stop()
+		tries = t.C
+	}
 	retry := time.NewTimer(0)
 	defer retry.Stop()
 	for {
@@ -88,10 +133,20 @@ func (e *Elector) Run(ctx context.Context, lead func(ctx context.Context, term i
 		case <-retry.C:
 		case <-e.nudge:
 			retry.Stop()
+		case <-tries:
+			// One quick statement on the pinned connection; the lease is
+			// touched only once the lock showed the leader's session gone.
+			s.dial(ctx, e.cfg.RenewInterval)
+			if got, err := s.tryLock(ctx, e.cfg.RenewInterval); !got {
+				if err != nil && ctx.Err() == nil {
+					e.l.log.Warn("pglock: elector session lock failed", "lease", e.name, "err", err)
+				}
+				continue
+			}
 		}
-		lease, err := e.l.TryLockLease(ctx, e.name, e.cfg.Holder, e.cfg.TTL)
+		lease, err := e.campaign(ctx, s)
 		if err == nil {
-			e.serve(ctx, lease, lead)
+			e.serve(ctx, lease, s, lead)
 		} else if !errors.Is(err, ErrBusy) && ctx.Err() == nil {
 			e.l.log.Error("pglock: leader election failed", "lease", e.name, "err", err)
 		}
@@ -99,9 +154,39 @@ func (e *Elector) Run(ctx context.Context, lead func(ctx context.Context, term i
 	}
 }
 
+// campaign tries to take the lease once. With a session that holds (or
+// now gets) the election's lock, it takes the lease over whoever held it;
+// else only once the last holder's lease expired.
+func (e *Elector) campaign(ctx context.Context, s *electorSession) (*LeaseLock, error) {
+	if s == nil {
+		return e.l.TryLockLease(ctx, e.name, e.cfg.Holder, e.cfg.TTL)
+	}
+	if s.dial(ctx, e.cfg.RenewInterval) {
+		if _, err := s.tryLock(ctx, e.cfg.RenewInterval); err != nil && ctx.Err() == nil {
+			e.l.log.Warn("pglock: elector session lock failed", "lease", e.name, "err", err)
+		}
+	}
+	if !s.held() {
+		// A session holds the lock: a live leader, or one that is stuck
+		// and whose lease may have expired.
+		return e.l.TryLockLease(ctx, e.name, e.cfg.Holder, e.cfg.TTL)
+	}
+	lease, from, err := e.takeover(ctx)
+	if err != nil {
+		s.unlock(ctx, e.cfg.RenewInterval)
+		return nil, err
+	}
+	if from.valid != nil && *from.valid {
+		e.l.log.InfoContext(ctx, "pglock: the leader's session ended: lease taken over before its expiry",
+			"lease", e.name, "holder", e.cfg.Holder, "term", lease.Fence(), "from_holder", *from.holder, "from_term", *from.fence)
+	}
+	return lease, nil
+}
+
 // serve runs one term.
-func (e *Elector) serve(ctx context.Context, lease *LeaseLock, lead func(ctx context.Context, term int64)) {
-	e.l.log.InfoContext(ctx, "pglock: leadership gained", "lease", e.name, "holder", e.cfg.Holder, "term", lease.Fence())
+func (e *Elector) serve(ctx context.Context, lease *LeaseLock, s *electorSession, lead func(ctx context.Context, term int64)) {
+	e.l.log.InfoContext(ctx, "pglock: leadership gained", "lease", e.name, "holder", e.cfg.Holder, "term", lease.Fence(),
+		"session", s != nil && s.held())
 	termCtx, end := context.WithCancelCause(ctx)
 	lost := func(err error) {
 		e.l.log.WarnContext(ctx, "pglock: leadership lost", "lease", e.name, "holder", e.cfg.Holder, "term", lease.Fence(), "err", err)
@@ -117,6 +202,24 @@ func (e *Elector) serve(ctx context.Context, lease *LeaseLock, lead func(ctx con
 	// stopAt is when this leader must stop acting if no renewal succeeds.
 	stopAt := time.NewTimer(time.Until(lease.ValidUntil().Add(-e.cfg.SafetyMargin)))
 	defer stopAt.Stop()
+	// A statement that hangs must not hold this loop past the time to
+	// stop acting.
+	bounded := func() (context.Context, context.CancelFunc) {
+		deadline := time.Now().Add(e.cfg.RenewInterval)
+		if stop := lease.ValidUntil().Add(-e.cfg.SafetyMargin); stop.Before(deadline) {
+			deadline = stop
+		}
+		return context.WithDeadline(ctx, deadline)
+	}
+	var checks <-chan time.Time
+	if s != nil {
+		t := time.NewTicker(e.cfg.SessionInterval)
+		defer t.Stop()
+		checks = t.C
+		// Deferred, so after the resign: a follower that gets the lock
+		// then finds the lease free or takes it over, either way at once.
+		defer s.unlock(ctx, e.cfg.RenewInterval)
+	}
 	for {
 		select {
 		case <-ctx.Done():
@@ -139,14 +242,33 @@ func (e *Elector) serve(ctx context.Context, lease *LeaseLock, lead func(ctx con
 			lost(fmt.Errorf("leader %q term %d: lease about to expire unrenewed: %w", e.name, lease.Fence(), ErrLost))
 			<-done
 			return
-		case <-renew.C:
-			// A renewal that hangs must not hold this loop past the time
-			// to stop acting.
-			deadline := time.Now().Add(e.cfg.RenewInterval)
-			if stop := lease.ValidUntil().Add(-e.cfg.SafetyMargin); stop.Before(deadline) {
-				deadline = stop
+		case <-checks:
+			if !s.held() {
+				// Leading on the lease alone: the lock was busy when the
+				// term began (a stuck leader's session held it) or the
+				// session was down. Take it once free.
+				cctx, cancel := bounded()
+				s.dial(cctx, e.cfg.RenewInterval)
+				_, _ = s.tryLock(cctx, e.cfg.RenewInterval)
+				cancel()
+				continue
 			}
-			rctx, cancel := context.WithDeadline(ctx, deadline)
+			cctx, cancel := bounded()
+			err := s.check(cctx, e.cfg.RenewInterval)
+			cancel()
+			if err != nil && ctx.Err() == nil {
+				// Any follower may take the lease over from now on: stop
+				// rather than race it. The term is resigned and Run
+				// campaigns again, with a new session.
+				lost(fmt.Errorf("leader %q term %d: its session ended: %w (%w)", e.name, lease.Fence(), ErrLost, err))
+				<-done
+				rctx, cancel := context.WithTimeout(ctx, e.cfg.RenewInterval)
+				_ = lease.Release(rctx)
+				cancel()
+				return
+			}
+		case <-renew.C:
+			rctx, cancel := bounded()
 			err := lease.Renew(rctx)
 			cancel()
 			switch {

@@ -1,0 +1,225 @@
+package pglock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/pgqueue/pgqueue/internal/pgsession"
+	"github.com/pgqueue/pgqueue/internal/sqlschema"
+)
+
+// electorLockPrefix names an election's session lock: a name of its own,
+// so that a session lock a user takes on the lease's name never collides
+// with it.
+const electorLockPrefix = "pglock:elector:"
+
+// electorQueries are the elector's own statements.
+type electorQueries struct {
+	tryLock, unlock, takeover string
+}
+
+func loadElectorQueries(schema string) (electorQueries, error) {
+	var q electorQueries
+	err := sqlschema.Load(sqlFiles, "sql", schema, map[string]*string{
+		"elector_try_lock": &q.tryLock, "session_unlock": &q.unlock, "lease_takeover": &q.takeover,
+	})
+	return q, err
+}
+
+// electorSession is an elector's pinned connection to a session of its
+// own, on which the leader holds the election's session advisory lock as
+// well as the lease. The lock is proof of life: PostgreSQL drops it when
+// the session ends (a killed process's socket is closed by its kernel), so
+// a candidate that gets it knows that no leader's session is alive and
+// may take the lease over at once.
+//
+// Every statement on it is one quick statement: pg_try_advisory_lock,
+// pg_advisory_unlock, pg_backend_pid. It is used by the elector's own
+// goroutine only.
+type electorSession struct {
+	l     *Locker
+	lock  string // the lock's name, for logs and errors
+	key   Key
+	q     *electorQueries
+	guard guardKey
+
+	conn *pgx.Conn // nil until dialled and after a failure
+	pid  int32     // the backend of conn
+	// release is the process-local guard (session_guard.go), non-nil
+	// while this session holds the lock.
+	release func()
+	// refused: the connection goes through a pooler; the elector keeps
+	// to the lease alone from then on.
+	refused bool
+	// After a failed dial, the next waits until nextDial, redial later.
+	redial   time.Duration
+	nextDial time.Time
+}
+
+func newElectorSession(l *Locker, name string, q *electorQueries, redial time.Duration) *electorSession {
+	lock := electorLockPrefix + name
+	k := l.Key(lock)
+	return &electorSession{l: l, lock: lock, key: k, q: q, guard: newGuardKey(l.sessionConnConfig(), k), redial: redial}
+}
+
+// held reports whether this session holds the lock.
+func (s *electorSession) held() bool { return s.release != nil }
+
+// connected reports whether the session has a connection now.
+func (s *electorSession) connected() bool { return s.conn != nil }
+
+// dial opens the connection if there is none. It reports whether there is
+// one: not behind a pooler (said once, at Warn; the lease alone serves from
+// then on), nor when the dial failed or failed less than redial ago.
+func (s *electorSession) dial(ctx context.Context, timeout time.Duration) bool {
+	if s.conn != nil || s.refused || time.Now().Before(s.nextDial) {
+		return s.conn != nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	conn, err := pgx.ConnectConfig(ctx, s.l.sessionConnConfig())
+	if err != nil {
+		s.nextDial = time.Now().Add(s.redial)
+		if ctx.Err() == nil {
+			s.l.log.Warn("pglock: elector session: connect failed; the lease alone serves meanwhile", "lock", s.lock, "err", err)
+		}
+		return false
+	}
+	pid, err := probeSessionAffinity(ctx, conn)
+	if err != nil {
+		_ = conn.Close(context.WithoutCancel(ctx))
+		if errors.Is(err, ErrNoSessionAffinity) {
+			s.refused = true
+			s.l.log.Warn("pglock: elector session goes through a pooler: leadership rests on the lease alone, and a dead leader is replaced only once its lease expires; set Config.DirectConnConfig for a takeover as soon as its session ends",
+				"lock", s.lock, "err", err)
+		} else if ctx.Err() == nil {
+			s.nextDial = time.Now().Add(s.redial)
+			s.l.log.Warn("pglock: elector session: probe failed; the lease alone serves meanwhile", "lock", s.lock, "err", err)
+		}
+		return false
+	}
+	s.conn, s.pid = conn, pid
+	return true
+}
+
+// tryLock takes the lock if no session holds it, without waiting. It
+// reports whether this session holds it now.
+func (s *electorSession) tryLock(ctx context.Context, timeout time.Duration) (bool, error) {
+	if s.held() {
+		return true, nil
+	}
+	if s.conn == nil {
+		return false, nil
+	}
+	release, err := acquireGuard(ctx, s.guard, true)
+	if errors.Is(err, ErrBusy) {
+		return false, nil // another elector of this process holds it
+	}
+	if err != nil {
+		return false, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	var got bool
+	var pid int32
+	err = s.conn.QueryRow(ctx, s.q.tryLock, s.key.Class, s.key.Object).Scan(&got, &pid)
+	switch {
+	case err != nil:
+		// The lock's state is unknown: closing the connection ends it.
+		s.drop(ctx)
+		release()
+		return false, dbError(fmt.Sprintf("elector session lock %q", s.lock), err)
+	case pid != s.pid:
+		s.drop(ctx)
+		release()
+		return false, fmt.Errorf("elector session lock %q: %w: taken by backend %d, not %d", s.lock, ErrNoSessionAffinity, pid, s.pid)
+	case !got:
+		release()
+		return false, nil
+	}
+	s.release = release
+	return true, nil
+}
+
+// check makes sure the session that holds the lock is still there: the
+// same backend answers on the connection. An error means the lock is gone
+// (or its state unknown, and the connection is closed to end it).
+func (s *electorSession) check(ctx context.Context, timeout time.Duration) error {
+	if s.conn == nil {
+		return fmt.Errorf("elector session lock %q: no connection", s.lock)
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	pid, err := pgsession.BackendPID(ctx, s.conn)
+	if err != nil {
+		s.drop(ctx)
+		return dbError(fmt.Sprintf("elector session lock %q: connection lost", s.lock), err)
+	}
+	if pid != s.pid {
+		s.drop(ctx)
+		return fmt.Errorf("elector session lock %q: %w: backend %d now answers, not %d", s.lock, ErrNoSessionAffinity, pid, s.pid)
+	}
+	return nil
+}
+
+// unlock releases the lock, keeping the connection for the next campaign;
+// when the unlock cannot be confirmed, it closes the connection, which
+// ends the lock with the session.
+func (s *electorSession) unlock(ctx context.Context, timeout time.Duration) {
+	if !s.held() {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
+	defer cancel()
+	var released bool
+	if err := s.conn.QueryRow(ctx, s.q.unlock, s.key.Class, s.key.Object).Scan(&released); err != nil || !released {
+		s.drop(ctx)
+		return
+	}
+	s.release()
+	s.release = nil
+}
+
+// drop closes the connection, which ends the session and any lock it
+// holds, and then releases the process-local guard.
+func (s *electorSession) drop(ctx context.Context) {
+	if s.conn == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+	_ = s.conn.Close(ctx)
+	cancel()
+	awaitServerSide(s.conn.PgConn())
+	s.conn = nil
+	if s.release != nil {
+		s.release()
+		s.release = nil
+	}
+}
+
+// takenFrom is the lease as a session takeover found it.
+type takenFrom struct {
+	holder *string
+	fence  *int64
+	valid  *bool // its holder's lease had not expired yet
+}
+
+// takeover takes the lease whoever holds it, with a new term. Only for a
+// candidate whose session holds the election's lock: no leader's session
+// is alive, so a leader whose lease is still valid is dead (or has lost
+// its session, and learns it at its next check or renewal; the new term's
+// fence refuses its writes meanwhile).
+func (e *Elector) takeover(ctx context.Context) (*LeaseLock, takenFrom, error) {
+	sent := time.Now()
+	var fence int64
+	var from takenFrom
+	err := e.l.pool.QueryRow(ctx, e.q.takeover, e.name, e.cfg.Holder, e.cfg.TTL.Microseconds()).Scan(&fence, &from.holder, &from.fence, &from.valid)
+	if err != nil {
+		return nil, from, dbError(fmt.Sprintf("take lease %q over", e.name), err)
+	}
+	return &LeaseLock{l: e.l, name: e.name, holder: e.cfg.Holder, ttl: e.cfg.TTL, fence: fence, validUntil: sent.Add(e.cfg.TTL)}, from, nil
+}
