@@ -8,6 +8,7 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"maps"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -252,9 +253,18 @@ type soakFigures struct {
 
 	mu     sync.Mutex
 	faults map[string]int64
+	errs   map[string]string // last error by operation
 	// terminated counts sessions ended by pg_terminate_backend.
 	terminated atomic.Int64
 	pauseWins  [][2]time.Time
+}
+
+// lastError keeps the last error of each of the driver's operations, for
+// the summary: the driver goes on through errors (the server restarts).
+func (f *soakFigures) lastError(op string, err error) {
+	f.mu.Lock()
+	f.errs[op] = err.Error()
+	f.mu.Unlock()
 }
 
 func (f *soakFigures) fault(kind string) {
@@ -279,7 +289,7 @@ func TestSoak(t *testing.T) {
 		}
 	}
 
-	f := &soakFigures{faults: map[string]int64{}}
+	f := &soakFigures{faults: map[string]int64{}, errs: map[string]string{}}
 	loadBegan := time.Now()
 	ctx, stop := context.WithCancel(t.Context())
 	var wg sync.WaitGroup
@@ -445,6 +455,7 @@ func (e *soakEnv) enqueueLoop(ctx context.Context, r *rand.Rand, f *soakFigures)
 		cancel()
 		if err != nil {
 			f.batchErrors.Add(1)
+			f.lastError("enqueue", err)
 			continue
 		}
 		f.batches.Add(1)
@@ -528,6 +539,7 @@ func (e *soakEnv) cancelLoop(ctx context.Context, r *rand.Rand, f *soakFigures) 
 		cancel()
 		if err != nil {
 			f.cancelErrors.Add(1)
+			f.lastError("cancel", err)
 		}
 	}
 }
@@ -565,6 +577,7 @@ func (e *soakEnv) pauseLoop(ctx context.Context, r *rand.Rand, f *soakFigures) e
 		}
 		if err != nil {
 			f.pauseErrors.Add(1)
+			f.lastError("pause", err)
 			continue
 		}
 		f.pauses.Add(1)
@@ -688,6 +701,9 @@ func (e *soakEnv) summary(ctx context.Context, seed uint64, f *soakFigures, load
 		nfaults += f.faults[k.name]
 	}
 	f.mu.Unlock()
+	for _, op := range slices.Sorted(maps.Keys(f.errs)) {
+		e.say("SOAK DRIVER last %s error: %s", op, f.errs[op])
+	}
 	ps := e.proxy.Stats()
 	e.say("SOAK FAULTS total=%d %s | sessions_terminated=%d proxy_cuts=%d commit_replies_dropped=%d",
 		nfaults, strings.Join(faults, " "), f.terminated.Load(), ps.Cuts, ps.CommitRepliesDropped)
