@@ -171,8 +171,9 @@ func (e *Elector) campaign(ctx context.Context, s *electorSession) (*LeaseLock, 
 		// and whose lease may have expired.
 		return e.l.TryLockLease(ctx, e.name, e.cfg.Holder, e.cfg.TTL)
 	}
-	lease, from, err := e.takeover(ctx)
+	lease, from, err := e.takeover(ctx, s)
 	if err != nil {
+		// Not ours to keep: the live leader may need it.
 		s.unlock(ctx, e.cfg.RenewInterval)
 		return nil, err
 	}
@@ -212,6 +213,9 @@ func (e *Elector) serve(ctx context.Context, lease *LeaseLock, s *electorSession
 		return context.WithDeadline(ctx, deadline)
 	}
 	var checks <-chan time.Time
+	// marked: this term is recorded as held by the session too (a
+	// takeover records its own term).
+	marked := s != nil && s.held()
 	if s != nil {
 		t := time.NewTicker(e.cfg.SessionInterval)
 		defer t.Stop()
@@ -243,13 +247,20 @@ func (e *Elector) serve(ctx context.Context, lease *LeaseLock, s *electorSession
 			<-done
 			return
 		case <-checks:
-			if !s.held() {
+			if !marked {
 				// Leading on the lease alone: the lock was busy when the
-				// term began (a stuck leader's session held it) or the
-				// session was down. Take it once free.
+				// term began (a stuck leader's session, or a candidate
+				// about to find this term live) or the session was down.
+				// Take it once free, and record the term as held by a
+				// session: from then on its session's end hands it over.
 				cctx, cancel := bounded()
 				s.dial(cctx, e.cfg.RenewInterval)
-				_, _ = s.tryLock(cctx, e.cfg.RenewInterval)
+				if got, _ := s.tryLock(cctx, e.cfg.RenewInterval); got {
+					var err error
+					if marked, err = s.mark(cctx, e.name, lease.Fence()); err != nil && ctx.Err() == nil {
+						e.l.log.Warn("pglock: elector session lock failed", "lease", e.name, "err", err)
+					}
+				}
 				cancel()
 				continue
 			}

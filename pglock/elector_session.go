@@ -12,20 +12,21 @@ import (
 	"github.com/pgqueue/pgqueue/internal/sqlschema"
 )
 
-// electorLockPrefix names an election's session lock: a name of its own,
-// so that a session lock a user takes on the lease's name never collides
-// with it.
+// electorLockPrefix names an election's session lock, and the fence
+// resource that records the last term held by a session too: names of
+// their own, so that a user's session lock or fence on the lease's name
+// never collides with them.
 const electorLockPrefix = "pglock:elector:"
 
 // electorQueries are the elector's own statements.
 type electorQueries struct {
-	tryLock, unlock, takeover string
+	tryLock, unlock, takeover, mark string
 }
 
 func loadElectorQueries(schema string) (electorQueries, error) {
 	var q electorQueries
 	err := sqlschema.Load(sqlFiles, "sql", schema, map[string]*string{
-		"elector_try_lock": &q.tryLock, "session_unlock": &q.unlock, "lease_takeover": &q.takeover,
+		"elector_try_lock": &q.tryLock, "session_unlock": &q.unlock, "lease_takeover": &q.takeover, "elector_mark": &q.mark,
 	})
 	return q, err
 }
@@ -33,9 +34,14 @@ func loadElectorQueries(schema string) (electorQueries, error) {
 // electorSession is an elector's pinned connection to a session of its
 // own, on which the leader holds the election's session advisory lock as
 // well as the lease. The lock is proof of life: PostgreSQL drops it when
-// the session ends (a killed process's socket is closed by its kernel), so
-// a candidate that gets it knows that no leader's session is alive and
-// may take the lease over at once.
+// the session ends (a killed process's socket is closed by its kernel).
+// A leader that holds it records its term under the fence resource of the
+// lock's name (lease_takeover.sql, elector_mark.sql), so a candidate that
+// gets the lock while the lease's term is the recorded one knows that
+// term's session ended, and takes the lease over at once. A term taken on
+// the lease alone (the lock was busy: a stuck leader's session held it)
+// is not recorded, and is taken over only once expired, until its leader
+// gets the lock and records it.
 //
 // Every statement on it is one quick statement: pg_try_advisory_lock,
 // pg_advisory_unlock, pg_backend_pid. It is used by the elector's own
@@ -166,6 +172,16 @@ func (s *electorSession) check(ctx context.Context, timeout time.Duration) error
 	return nil
 }
 
+// mark records term as held by this session too, while it is the lease's
+// live term; it reports whether it did.
+func (s *electorSession) mark(ctx context.Context, lease string, term int64) (bool, error) {
+	tag, err := s.l.pool.Exec(ctx, s.q.mark, lease, term, s.lock)
+	if err != nil {
+		return false, dbError(fmt.Sprintf("elector session lock %q: record term %d", s.lock, term), err)
+	}
+	return tag.RowsAffected() == 1, nil
+}
+
 // unlock releases the lock, keeping the connection for the next campaign;
 // when the unlock cannot be confirmed, it closes the connection, which
 // ends the lock with the session.
@@ -208,16 +224,20 @@ type takenFrom struct {
 	valid  *bool // its holder's lease had not expired yet
 }
 
-// takeover takes the lease whoever holds it, with a new term. Only for a
-// candidate whose session holds the election's lock: no leader's session
-// is alive, so a leader whose lease is still valid is dead (or has lost
-// its session, and learns it at its next check or renewal; the new term's
-// fence refuses its writes meanwhile).
-func (e *Elector) takeover(ctx context.Context) (*LeaseLock, takenFrom, error) {
+// takeover takes the lease with a new term when it is free or expired,
+// or when its term was held by a session too: only for a candidate whose
+// session holds the election's lock, which proves that session ended (its
+// leader is dead, or has lost its session and learns it at its next check
+// or renewal; the new term's fence refuses its writes meanwhile). ErrBusy
+// when a live term taken on the lease alone holds it.
+func (e *Elector) takeover(ctx context.Context, s *electorSession) (*LeaseLock, takenFrom, error) {
 	sent := time.Now()
 	var fence int64
 	var from takenFrom
-	err := e.l.pool.QueryRow(ctx, e.q.takeover, e.name, e.cfg.Holder, e.cfg.TTL.Microseconds()).Scan(&fence, &from.holder, &from.fence, &from.valid)
+	err := e.l.pool.QueryRow(ctx, e.q.takeover, e.name, e.cfg.Holder, e.cfg.TTL.Microseconds(), s.lock).Scan(&fence, &from.holder, &from.fence, &from.valid)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, from, fmt.Errorf("lease lock %q: %w", e.name, ErrBusy)
+	}
 	if err != nil {
 		return nil, from, dbError(fmt.Sprintf("take lease %q over", e.name), err)
 	}
