@@ -9,11 +9,19 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/pgqueue/pgqueue/pglock"
 )
 
 // leaderSchema is what the leaders write, and a log of every change to
-// the lease row with the session that made it.
+// the lease row with the session that made it and the session that held
+// the election's session lock (pglock.ElectorConfig.SessionFailover) at
+// that moment, whose key the test writes into election_lock.
 const leaderSchema = `
+CREATE TABLE election_lock (
+    classid bigint NOT NULL,
+    objid   bigint NOT NULL
+);
 CREATE TABLE acts (
     id          bigserial   PRIMARY KEY,
     term        bigint      NOT NULL,
@@ -39,20 +47,27 @@ CREATE TABLE lease_log (
     new_fence   bigint      NOT NULL,
     new_expires timestamptz NOT NULL,
     tx_now      timestamptz NOT NULL,
+    lock_app    text,
     query       text        NOT NULL DEFAULT regexp_replace(current_query(), '\s+', ' ', 'g'),
     pid         int         NOT NULL DEFAULT pg_backend_pid(),
     xid         bigint      NOT NULL DEFAULT txid_current(),
     at          timestamptz NOT NULL DEFAULT clock_timestamp()
 );
 CREATE FUNCTION log_lease() RETURNS trigger LANGUAGE plpgsql AS $$
+DECLARE
+    lock_app text := (
+        SELECT string_agg(a.application_name, ',')
+        FROM pg_locks l JOIN pg_stat_activity a USING (pid) JOIN election_lock k ON l.classid::bigint = k.classid AND l.objid::bigint = k.objid
+        WHERE l.locktype = 'advisory' AND l.objsubid = 2 AND l.granted
+          AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database()));
 BEGIN
     IF TG_OP = 'INSERT' THEN
-        INSERT INTO lease_log (op, app, new_holder, new_fence, new_expires, tx_now)
-        VALUES (TG_OP, current_setting('application_name'), NEW.holder, NEW.fence, NEW.expires_at, now());
+        INSERT INTO lease_log (op, app, new_holder, new_fence, new_expires, tx_now, lock_app)
+        VALUES (TG_OP, current_setting('application_name'), NEW.holder, NEW.fence, NEW.expires_at, now(), lock_app);
     ELSE
-        INSERT INTO lease_log (op, app, old_holder, old_fence, old_expires, new_holder, new_fence, new_expires, tx_now)
+        INSERT INTO lease_log (op, app, old_holder, old_fence, old_expires, new_holder, new_fence, new_expires, tx_now, lock_app)
         VALUES (TG_OP, current_setting('application_name'), OLD.holder, OLD.fence, OLD.expires_at,
-                NEW.holder, NEW.fence, NEW.expires_at, now());
+                NEW.holder, NEW.fence, NEW.expires_at, now(), lock_app);
     END IF;
     RETURN NULL;
 END
@@ -81,15 +96,19 @@ var leaderChecks = []lockCheck{
 	{"the lease's fence only grows", `
 		SELECT format('fence %s replaced by %s by %s at %s', old_fence, new_fence, app, at)
 		FROM lease_log WHERE op = 'UPDATE' AND new_fence < old_fence ORDER BY id`},
-	{"a candidate takes the lease over only once it expired", `
-		SELECT format('%s took fence %s over from %s (fence %s) at %s, before its expiry %s', app, new_fence, old_holder, old_fence, tx_now, old_expires)
-		FROM lease_log WHERE op = 'UPDATE' AND new_fence <> old_fence AND app LIKE 'lockworker-%' AND old_expires > tx_now ORDER BY id`},
+	{"a candidate takes the lease over before it expired only while its session holds the election's lock (no leader's session is alive)", `
+		SELECT format('%s took fence %s over from %s (fence %s) at %s, before its expiry %s, while %s held the session lock', app, new_fence, old_holder, old_fence, tx_now, old_expires, coalesce(lock_app, 'no one'))
+		FROM lease_log WHERE op = 'UPDATE' AND new_fence <> old_fence AND app LIKE 'lockworker-%' AND old_expires > tx_now
+		  AND lock_app IS DISTINCT FROM app ORDER BY id`},
 }
 
 // TestLeaderProcesses runs four processes that campaign for one lease and
 // act while leading, kills the leader, pauses the next one past its lease,
 // replaces a term in the database, and checks that the terms' acts never
-// interleaved and that no stale leader changed the lease.
+// interleaved and that no stale leader changed the lease. The electors
+// hold the leadership also as a session lock: the killed leader's session
+// ends with it, and a follower takes over before its lease expires; the
+// paused one's session lives on, and the lease's expiry replaces it.
 func TestLeaderProcesses(t *testing.T) {
 	const (
 		procs = 4
@@ -97,22 +116,29 @@ func TestLeaderProcesses(t *testing.T) {
 		pause = 5 * time.Second
 	)
 	e := newLockEnv(t, leaderSchema)
+	e.recordElectionLock()
 	ps := e.startProcs(procs, "-mode", "leader", "-ttl", ttl.String(), "-renew", "500ms",
-		"-retry", "200ms", "-margin", "500ms", "-act", "50ms")
+		"-retry", "200ms", "-margin", "500ms", "-act", "50ms", "-session-failover", "-session-interval", "50ms")
 	e.start = time.Now()
 	byApp := map[string]*lockProc{}
 	for _, p := range ps {
 		byApp[p.app] = p
 	}
 
-	// 1. A leader acts. Kill it: another takes over once its lease ends.
+	// 1. A leader acts. Kill it: its session ends with it, and another
+	// takes over before its lease ends.
 	first, term1 := e.waitActingLeader(byApp, 0)
 	if err := first.signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
 	killed := time.Now()
+	killedAt := e.dbClock()
 	second, term2 := e.waitActingLeader(byApp, term1)
 	killFailover := time.Since(killed)
+	kill := e.takeoverFrom(term1, killedAt)
+	if !kill.beforeExpiry || !kill.byLockHolder {
+		t.Errorf("after the leader of term %d was killed, the lease was taken over %s, want before its expiry by the holder of the session lock", term1, kill)
+	}
 
 	// 2. Pause the new leader past its lease: a third takes over; the
 	// paused one, once resumed, finds its term over and stops.
@@ -124,6 +150,9 @@ func TestLeaderProcesses(t *testing.T) {
 	pauseFailover := time.Since(stopped)
 	if pauseFailover > pause {
 		t.Fatalf("no new leader acted during the %s pause", pause)
+	}
+	if stuck := e.takeoverFrom(term2, time.Time{}); stuck.beforeExpiry {
+		t.Errorf("the paused leader of term %d, whose session lives, was taken over %s, want only once its lease expired", term2, stuck)
 	}
 	time.Sleep(time.Until(stopped.Add(pause)))
 	if err := second.signal(syscall.SIGCONT); err != nil {
@@ -170,9 +199,10 @@ func TestLeaderProcesses(t *testing.T) {
 			t.Log(l)
 		}
 	}
-	line := fmt.Sprintf("LEADER procs=%d ttl=%s terms_acting=%d acts=%d | faults: sigkill=1 (failover %s) sigstop=1 (%s, failover %s) term_replaced=1 | stale_acts_refused=%d interleavings=%d unfenced_acts=%d stale_lease_changes=%d lease_changes=%d elapsed=%s",
+	line := fmt.Sprintf("LEADER procs=%d ttl=%s terms_acting=%d acts=%d | faults: sigkill=1 (failover %s: takeover %s, first act %s after the kill, %s before the lease's expiry) sigstop=1 (%s, failover %s) term_replaced=1 | stale_acts_refused=%d interleavings=%d unfenced_acts=%d stale_lease_changes=%d lease_changes=%d elapsed=%s",
 		procs, ttl, terms, e.int64Of(`SELECT count(*) FROM acts`),
-		killFailover.Round(10*time.Millisecond), pause, pauseFailover.Round(10*time.Millisecond),
+		killFailover.Round(10*time.Millisecond), kill.afterKill.Round(time.Millisecond), kill.firstAct.Round(time.Millisecond), kill.leftOnLease.Round(time.Millisecond),
+		pause, pauseFailover.Round(10*time.Millisecond),
 		e.int64Of(`SELECT count(*) FROM refused_acts`),
 		e.int64Of(`SELECT count(*) FROM (SELECT term, lag(term) OVER (ORDER BY at, id) AS prev FROM acts) a WHERE term < prev`),
 		e.int64Of(`SELECT count(*) FROM acts WHERE lease_fence <> term`),
@@ -181,6 +211,78 @@ func TestLeaderProcesses(t *testing.T) {
 		elapsed.Round(100*time.Millisecond))
 	t.Log(line)
 	fmt.Println(line)
+}
+
+// recordElectionLock writes the key of the "leader" election's session
+// lock into election_lock, for lease_log to name its holder.
+func (e *lockEnv) recordElectionLock() {
+	e.t.Helper()
+	lk, err := pglock.New(e.db, nil)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	el, err := lk.NewElector("leader", nil)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	k := el.SessionKey()
+	if _, err := e.db.Exec(e.t.Context(), `INSERT INTO election_lock VALUES ($1, $2)`, int64(uint32(k.Class)), int64(uint32(k.Object))); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+// dbClock returns the database's clock_timestamp().
+func (e *lockEnv) dbClock() time.Time {
+	e.t.Helper()
+	var now time.Time
+	if err := e.db.QueryRow(e.t.Context(), `SELECT clock_timestamp()`).Scan(&now); err != nil {
+		e.t.Fatal(err)
+	}
+	return now
+}
+
+// takeover is how a term's lease passed to the next term, from lease_log.
+type takeover struct {
+	term, next   int64
+	holder       string
+	beforeExpiry bool // while the old term's lease was valid
+	byLockHolder bool // by the process whose session held the election's lock
+	// By the database clock: from the kill (if given) to the takeover's
+	// transaction and to the next term's first act, and what was left of
+	// the old lease.
+	afterKill, firstAct, leftOnLease time.Duration
+}
+
+func (k takeover) String() string {
+	return fmt.Sprintf("from term %d to %d by %s (before expiry %t, by the lock holder %t, %s after the kill, first act %s after it, %s left on the lease)",
+		k.term, k.next, k.holder, k.beforeExpiry, k.byLockHolder, k.afterKill, k.firstAct, k.leftOnLease)
+}
+
+// takeoverFrom reads the change of the lease from term to another; the
+// durations after the kill are zero when killedAt is.
+func (e *lockEnv) takeoverFrom(term int64, killedAt time.Time) takeover {
+	e.t.Helper()
+	k := takeover{term: term}
+	var at, expires time.Time
+	var firstAct *time.Time
+	err := e.db.QueryRow(e.t.Context(), `
+		SELECT new_fence, app, old_expires > tx_now, coalesce(lock_app = app, false), tx_now, old_expires,
+		       (SELECT min(a.at) FROM acts a WHERE a.term = l.new_fence)
+		FROM lease_log l WHERE op = 'UPDATE' AND old_fence = $1 AND new_fence <> old_fence
+		ORDER BY id LIMIT 1`, term).Scan(&k.next, &k.holder, &k.beforeExpiry, &k.byLockHolder, &at, &expires, &firstAct)
+	if err != nil {
+		e.t.Fatalf("the takeover of term %d: %v", term, err)
+	}
+	if k.beforeExpiry {
+		k.leftOnLease = expires.Sub(at)
+	}
+	if !killedAt.IsZero() {
+		k.afterKill = at.Sub(killedAt)
+		if firstAct != nil {
+			k.firstAct = firstAct.Sub(killedAt)
+		}
+	}
+	return k
 }
 
 // waitActingLeader waits until a term above after has acted a few times and

@@ -21,6 +21,9 @@
 //     renews it every -renew interval without looking at ValidUntil, as a
 //     careless holder might, printing "hold term=N", "renewed term=N" and,
 //     once a renewal is refused, "lost term=N"; then it campaigns again.
+//     With -session-failover the elector holds the leadership also as a
+//     session advisory lock (pglock.ElectorConfig.SessionFailover), tried
+//     by followers every -session-interval.
 //     The database alone must refuse a stale renewal (the elector of
 //     leader mode never sends one once its own clock says the lease ended).
 //
@@ -83,6 +86,8 @@ type options struct {
 	margin     time.Duration
 	act        time.Duration
 	idleTx     time.Duration
+	session    bool
+	sessionInt time.Duration
 }
 
 func (o *options) register(fs *flag.FlagSet) {
@@ -97,6 +102,8 @@ func (o *options) register(fs *flag.FlagSet) {
 	fs.DurationVar(&o.margin, "margin", 500*time.Millisecond, "leader mode: safety margin")
 	fs.DurationVar(&o.act, "act", 50*time.Millisecond, "leader mode: interval between acts")
 	fs.DurationVar(&o.idleTx, "idle-tx-timeout", time.Second, "leader mode: idle_in_transaction_session_timeout of the sessions")
+	fs.BoolVar(&o.session, "session-failover", false, "leader mode: hold the leadership also as a session lock, so a follower takes over as soon as the leader's session ends")
+	fs.DurationVar(&o.sessionInt, "session-interval", 0, "leader mode: how often followers try the session lock (0: the elector's default, TTL/20)")
 }
 
 func (o *options) check() error {
@@ -315,6 +322,9 @@ func (o *options) lead(ctx context.Context, p *workerproc.Worker) error {
 		RenewInterval: o.renew,
 		RetryInterval: o.retry,
 		SafetyMargin:  o.margin,
+
+		SessionFailover: o.session,
+		SessionInterval: o.sessionInt,
 	})
 	if err != nil {
 		return err
