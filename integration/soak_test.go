@@ -257,6 +257,19 @@ type soakFigures struct {
 	// terminated counts sessions ended by pg_terminate_backend.
 	terminated atomic.Int64
 	pauseWins  [][2]time.Time
+
+	// CPU time (user + system) of the test process (driver, proxy) and of
+	// the worker processes, from the start of the load to their stop.
+	driverCPU, workerCPU time.Duration
+}
+
+// cpuTimes returns the user plus system CPU time getrusage reports for who.
+func cpuTimes(who int) time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(who, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // lastError keeps the last error of each of the driver's operations, for
@@ -291,6 +304,7 @@ func TestSoak(t *testing.T) {
 
 	f := &soakFigures{faults: map[string]int64{}, errs: map[string]string{}}
 	loadBegan := time.Now()
+	selfCPU0, childCPU0 := cpuTimes(syscall.RUSAGE_SELF), cpuTimes(syscall.RUSAGE_CHILDREN)
 	ctx, stop := context.WithCancel(t.Context())
 	var wg sync.WaitGroup
 	errs := make(chan error, 4)
@@ -346,6 +360,10 @@ func TestSoak(t *testing.T) {
 		}
 	}
 	stopTook := time.Since(stopBegan)
+	// Every worker has exited and been reaped: the children's CPU is
+	// theirs (and the go build's before, subtracted).
+	f.driverCPU = cpuTimes(syscall.RUSAGE_SELF) - selfCPU0
+	f.workerCPU = cpuTimes(syscall.RUSAGE_CHILDREN) - childCPU0
 
 	checkCtx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
@@ -725,13 +743,14 @@ func (e *soakEnv) summary(ctx context.Context, seed uint64, f *soakFigures, load
 		q(`SELECT count(*) FROM enqueued e WHERE EXISTS (SELECT 1 FROM pauses p WHERE p.queue = e.queue AND e.at > p.paused_from AND e.at < p.paused_to)`),
 		q(`SELECT count(*) FROM claims WHERE queue = $1 AND state = 'running'`, soakPausedQueue),
 		q(`SELECT count(*) FROM pruned`))
-	e.say("SOAK SUMMARY seed=%d duration=%s jobs=%d faults=%d stale_writes_refused=%d ambiguous_commits=%d (landed %d) claims=%d fences=%d..%d lost=%d violations=%d | driver: batches=%d failed=%d skipped_backlog=%d cancel_errors=%d pause_errors=%d | drain=%s stop=%s checks=%s",
+	e.say("SOAK SUMMARY seed=%d duration=%s jobs=%d faults=%d stale_writes_refused=%d ambiguous_commits=%d (landed %d) claims=%d fences=%d..%d lost=%d violations=%d | driver: batches=%d failed=%d skipped_backlog=%d cancel_errors=%d pause_errors=%d | cpu: workers=%s driver+proxy=%s | drain=%s stop=%s checks=%s",
 		seed, load.Round(time.Second), jobs, nfaults,
 		q(`SELECT count(*) FROM refusals WHERE reason IN ('stale-fence', 'lease-lost')`),
 		q(`SELECT count(*) FROM refusals WHERE reason = 'commit-unknown'`),
 		q(`SELECT count(*) FROM refusals r WHERE reason = 'commit-unknown' AND EXISTS (SELECT 1 FROM effects e WHERE e.job_id = r.job_id AND e.fence = r.fence)`),
 		q(`SELECT count(*) FROM claims`), q(`SELECT coalesce(min(fence), 0) FROM claims`), q(`SELECT coalesce(max(fence), 0) FROM claims`),
 		lost, violations, f.batches.Load(), f.batchErrors.Load(), f.skippedBacklog.Load(), f.cancelErrors.Load(), f.pauseErrors.Load(),
+		f.workerCPU.Round(time.Second), f.driverCPU.Round(time.Second),
 		drain.Round(100*time.Millisecond), stop.Round(100*time.Millisecond), checks.Round(100*time.Millisecond))
 }
 
