@@ -25,7 +25,9 @@ type sessionElector struct {
 	terms  chan term
 }
 
-func runSessionElector(t *testing.T, lk *pglock.Locker, holder string, cfg pglock.ElectorConfig) *sessionElector {
+// runSessionElector runs an elector; with oneTerm, its Run ends after its
+// first term, so it cannot campaign again.
+func runSessionElector(t *testing.T, lk *pglock.Locker, holder string, cfg pglock.ElectorConfig, oneTerm bool) *sessionElector {
 	t.Helper()
 	cfg.Holder = holder
 	cfg.SessionFailover = true
@@ -38,6 +40,9 @@ func runSessionElector(t *testing.T, lk *pglock.Locker, holder string, cfg pgloc
 		e.Run(ctx, func(ctx context.Context, n int64) {
 			se.terms <- term{holder: holder, term: n}
 			<-ctx.Done()
+			if oneTerm {
+				cancel()
+			}
 			se.terms <- term{holder: holder, term: n, cause: context.Cause(ctx)}
 		})
 	}()
@@ -100,11 +105,12 @@ func TestElectorSessionFailover(t *testing.T) {
 		pool := newPool(t)
 		// Both in one process: b gets the lock once a noticed its session
 		// gone (the process-local guard keeps it until then) and
-		// resigned, or took it over first. A killed leader cannot resign:
-		// integration/leader_test.go kills one.
-		a := runSessionElector(t, quietLocker(t, pool), "a", sessionCfg)
+		// resigned, or took it over first; a does not campaign again. A
+		// killed leader cannot resign: integration/leader_test.go kills
+		// one.
+		a := runSessionElector(t, quietLocker(t, pool), "a", sessionCfg, true)
 		first := a.next(t, 5*time.Second)
-		b := runSessionElector(t, quietLocker(t, pool), "b", sessionCfg)
+		b := runSessionElector(t, quietLocker(t, pool), "b", sessionCfg, false)
 		// The leader holds the election's lock on its session.
 		pid := singleHolder(t, pool, a.SessionKey())
 		before := readLeaseTimes(t, pool)
@@ -162,7 +168,7 @@ func TestElectorSessionFailover(t *testing.T) {
 		t.Parallel()
 		ctx := t.Context()
 		pool := newPool(t)
-		a := runSessionElector(t, quietLocker(t, pool), "a", sessionCfg)
+		a := runSessionElector(t, quietLocker(t, pool), "a", sessionCfg, false)
 		first := a.next(t, 5*time.Second)
 		pid := singleHolder(t, pool, a.SessionKey())
 		var ok bool
@@ -203,7 +209,7 @@ func TestElectorSessionFailover(t *testing.T) {
 
 		cfg := sessionCfg
 		cfg.RetryInterval = 100 * time.Millisecond
-		b := runSessionElector(t, lk, "b", cfg)
+		b := runSessionElector(t, lk, "b", cfg, false)
 		began := b.next(t, 10*time.Second)
 		if began.term <= held.Fence() {
 			t.Fatalf("b's term %d after %d, want higher", began.term, held.Fence())
@@ -233,7 +239,7 @@ func TestElectorSessionFailover(t *testing.T) {
 	t.Run("ResignReleasesLock", func(t *testing.T) {
 		t.Parallel()
 		pool := newPool(t)
-		a := runSessionElector(t, quietLocker(t, pool), "a", sessionCfg)
+		a := runSessionElector(t, quietLocker(t, pool), "a", sessionCfg, false)
 		a.next(t, 5*time.Second)
 		singleHolder(t, pool, a.SessionKey())
 		a.stop()
