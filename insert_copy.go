@@ -22,11 +22,20 @@ import (
 // clock is never compared with the database's. It returns how many jobs
 // it wrote and the queues of those due now.
 func (c *Client) copyMany(ctx context.Context, tx pgx.Tx, src copySource) (int64, map[string]bool, error) {
+	return c.copyManyWith(ctx, tx, src, c.copyStream)
+}
+
+// copyStreamFunc runs one COPY of the jobs of src that are (later) or are
+// not scheduled, noting in due the queues of jobs due now.
+type copyStreamFunc func(ctx context.Context, sp pgx.Tx, src copySource, later bool, due map[string]bool) (int64, error)
+
+// copyManyWith is copyMany with each COPY run by stream.
+func (c *Client) copyManyWith(ctx context.Context, tx pgx.Tx, src copySource, stream copyStreamFunc) (int64, map[string]bool, error) {
 	sp, err := tx.Begin(ctx)
 	if err != nil {
 		return 0, nil, dbError("enqueue many: savepoint", err)
 	}
-	n, due, err := c.copyInSavepoint(ctx, sp, src)
+	n, due, err := copyInSavepoint(ctx, sp, src, stream)
 	if err != nil {
 		_ = sp.Rollback(context.WithoutCancel(ctx))
 		return 0, nil, err
@@ -46,7 +55,7 @@ type copySource struct {
 	encode func(i int, validQueue string) (*encodedJob, error)
 }
 
-func (c *Client) copyInSavepoint(ctx context.Context, sp pgx.Tx, src copySource) (int64, map[string]bool, error) {
+func copyInSavepoint(ctx context.Context, sp pgx.Tx, src copySource, stream copyStreamFunc) (int64, map[string]bool, error) {
 	var scheduled int
 	for i := range src.n {
 		if src.later(i) {
@@ -59,7 +68,7 @@ func (c *Client) copyInSavepoint(ctx context.Context, sp pgx.Tx, src copySource)
 		if later && scheduled == 0 || !later && scheduled == src.n {
 			continue
 		}
-		n, err := c.copyStream(ctx, sp, src, later, due)
+		n, err := stream(ctx, sp, src, later, due)
 		if err != nil {
 			return 0, nil, err
 		}
