@@ -61,13 +61,14 @@ const (
 
 // soakJobArgs matches soakworker's Args; kind is which of its kinds.
 type soakJobArgs struct {
-	kind   string
-	Batch  int64  `json:"batch,omitempty"`
-	N      int64  `json:"n,omitempty"`
-	Fail   int    `json:"fail,omitempty"`
-	Snooze int    `json:"snooze,omitempty"`
-	SlowMS int    `json:"slow_ms,omitempty"`
-	Key    string `json:"key,omitempty"`
+	kind    string
+	Batch   int64  `json:"batch,omitempty"`
+	N       int64  `json:"n,omitempty"`
+	Fail    int    `json:"fail,omitempty"`
+	Snooze  int    `json:"snooze,omitempty"`
+	SlowMS  int    `json:"slow_ms,omitempty"`
+	NoCheck bool   `json:"no_check,omitempty"`
+	Key     string `json:"key,omitempty"`
 }
 
 func (a soakJobArgs) Kind() string { return a.kind }
@@ -510,6 +511,9 @@ func soakJob(r *rand.Rand, batch, n int64) pgqueue.EnqueueParams {
 		a.Snooze = 1 + r.IntN(2)
 	case p < 68: // a window for JobCancel while running
 		a.SlowMS = 300 + r.IntN(1200)
+		// Half of them rely on CompleteTx's fence alone: a holder paused
+		// past its lease resumes while a newer holder is still in its wait.
+		a.NoCheck = r.IntN(2) == 0
 	case p < 76: // waits a while: JobCancel finds it waiting
 		opts.RunAt = time.Now().Add(time.Duration(1000+r.IntN(4000)) * time.Millisecond)
 	}

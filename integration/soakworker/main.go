@@ -9,7 +9,8 @@
 //     is at most its "fail" arg, waits its "slow_ms" arg honouring its
 //     context (a JobCancel ends it there: it returns its context's cause),
 //     then, in one transaction, inserts its effect row, checks the fence of
-//     "job:<id>" with CheckFenceTx and completes the job with CompleteTx;
+//     "job:<id>" with CheckFenceTx (unless its "no_check" arg is set) and
+//     completes the job with CompleteTx;
 //   - "soak_single_x" and "soak_single_s" (singleton jobs of the arg "key",
 //     SingletonXact and SingletonSession): the same transaction (Job.Tx in
 //     xact mode; in session mode also fenced with the lock's fence for
@@ -79,6 +80,9 @@ type Args struct {
 	// SlowMS is how long the handler waits, honouring its context, before
 	// it writes: a window for JobCancel of a running job.
 	SlowMS int `json:"slow_ms,omitempty"`
+	// NoCheck skips CheckFenceTx: CompleteTx's own fence is then all that
+	// keeps a stale holder's effect out.
+	NoCheck bool `json:"no_check,omitempty"`
 	// Key is the singleton key (singleton kinds) or the unique key (unique
 	// kind), as given in InsertOpts.
 	Key string `json:"key,omitempty"`
@@ -327,11 +331,13 @@ func (w *soakWorker) apply(ctx context.Context, row *pgqueue.JobRow, a Args, job
 	if _, err := tx.Exec(ctx, `INSERT INTO effects (job_id, fence, worker) VALUES ($1, $2, $3)`, row.ID, row.Fence, w.name); err != nil {
 		return reasonError, fmt.Errorf("insert effect: %w", err)
 	}
-	if err := w.client.CheckFenceTx(ctx, tx, fmt.Sprintf("job:%d", row.ID), row.Fence); err != nil {
-		if pgqueue.IsStaleFence(err) {
-			return reasonStaleFence, err
+	if !a.NoCheck {
+		if err := w.client.CheckFenceTx(ctx, tx, fmt.Sprintf("job:%d", row.ID), row.Fence); err != nil {
+			if pgqueue.IsStaleFence(err) {
+				return reasonStaleFence, err
+			}
+			return reasonError, err
 		}
-		return reasonError, err
 	}
 	if singleton && jobTx == nil {
 		if err := w.client.CheckFenceTx(ctx, tx, pgqueue.SingletonResource(row.SingletonKey), lockFence); err != nil {
