@@ -6,12 +6,17 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime"
 	"runtime/pprof"
+	"slices"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/pgqueue/pgqueue/internal/bench"
+	"github.com/pgqueue/pgqueue/internal/pgserver"
 )
 
 const benchUsage = `Usage: pgqueue bench [flags] burn-down | sustained | idle | prune
@@ -24,10 +29,13 @@ Measures pgqueue on no-op jobs, in a schema of its own that it empties first
 	           --raw, do the same again with bare SQL (one COPY of rows
 	           prepared in advance; pgqueue's claim and a fenced batch
 	           completion, no library, at the same batch size) and print
-	           library/raw for both
+	           library/raw for both; with --processes N, N client
+	           processes (this binary, started again) share the work
 	sustained  insert --rate jobs/s for --duration while working them, then
 	           report jobs/s and enqueue→start latency p50/p95/p99 (by the
-	           database clock: attempted_at - created_at)
+	           database clock: attempted_at - created_at), overall and per
+	           --interval with the claims' time, and the jobs table (fetch
+	           index, heap, dead rows, autovacuum runs) before and after
 	idle       run two idle clients on three empty queues for --duration
 	           and count the statements each sends
 	prune      insert --rows finished jobs, a day to eight days old, then
@@ -36,27 +44,57 @@ Measures pgqueue on no-op jobs, in a schema of its own that it empties first
 
 Every report starts with the server settings that decide throughput.
 Without a database URL it starts a throwaway server from the local
-binaries (fsync off: figures from it are a ceiling, not a promise).
+binaries, with fsync, full_page_writes and autovacuum on, as in
+production (--unsafe-fsync-off turns the first two off: figures from it
+are a ceiling, not a promise).
+
+Each burn-down and sustained run reports what it cost per job on both
+sides: the client's CPU (getrusage: the process's, or the sum of the
+child processes'), the CPU of the server backends that served the run's
+connections (read from /proc/<pid>/stat, found in pg_stat_activity by the
+run's application_name; only for a server on this machine) and, apart,
+the server's background processes meanwhile (postmaster, walwriter,
+checkpointer, background writer, autovacuum: shared by every database of
+the server); the statements the run's pool sent (a pgx tracer), per job
+and by name; and the average claim and result-write batch (the client's
+Observer).
 
 Flags:
 
 	--database-url URL  database to use (default: $DATABASE_URL;
 	                    none: a throwaway server)
+	--unsafe-fsync-off  the throwaway server runs with fsync and
+	                    full_page_writes off
 	--schema NAME       schema for the run (default "pgqueue_bench")
 	--jobs N            burn-down jobs (default 500000)
 	--workers N         the client's MaxWorkers, which is also the claim
 	                    batch size (default 1000)
 	--raw               burn-down: also run the raw-SQL ceiling
 	--raw-conns N       connections the raw run uses (default 2)
+	--processes N       burn-down: N client processes of --workers workers
+	                    each share the work (default 1: in this process)
+	--layouts LIST      burn-down: compare process layouts, each
+	                    PROCESSESxWORKERS, e.g. 1x1000,4x100,8x50, every one
+	                    in child processes; with --rounds, alternating
+	--rounds N          burn-down: run the variants (library and raw, or
+	                    the layouts) N times, the order reversed every other
+	                    round, then print each round's ratios (default 1)
+	--pool-conns N      connections of each client's pool (default 16 in
+	                    this process; with child processes
+	                    max(6, 16/processes) each)
 	--rate N            sustained: jobs offered per second (default 2000)
 	--duration D        sustained and idle: how long (default 30s)
+	--interval D        sustained: the report's interval (default 1m)
+	--retention D       sustained, burn-down: the client prunes finished
+	                    jobs older than D, at the library's default prune
+	                    interval, as in service
 	--filler N          add N finished and future rows first (default 0)
 	--rows N            prune: the backlog of finished jobs (default 5000000)
 	--prune-backlog N   burn-down, sustained: add N finished jobs, a day to
 	                    eight days old, first (default 0)
 	--prune             burn-down, sustained: the client prunes finished
 	                    jobs an hour old while it works (the backlog); without
-	                    it, it keeps every finished job
+	                    it (or --retention), it keeps every finished job
 	--cpuprofile FILE   write a CPU profile of the library's part of the
 	                    run (the burn-down's enqueue and working phases, or
 	                    the whole sustained run) to FILE, for go tool pprof
@@ -64,18 +102,45 @@ Flags:
 
 type benchArgs struct {
 	dbFlags
-	mode     string
-	jobs     int
-	workers  int
-	raw      bool
-	rawConns int
-	rate     int
-	duration time.Duration
-	filler   int
-	profile  string
+	mode      string
+	jobs      int
+	workers   int
+	raw       bool
+	rawConns  int
+	rate      int
+	duration  time.Duration
+	interval  time.Duration
+	filler    int
+	profile   string
+	processes int
+	layouts   []layout
+	rounds    int
+	poolConns int
+	unsafe    bool
 	// the pruner
 	rows, pruneBacklog int
 	prune              bool
+	retention          time.Duration
+}
+
+// layout is one way of spreading the work: processes × workers.
+type layout struct{ processes, workers int }
+
+func (l layout) String() string { return fmt.Sprintf("%dx%d", l.processes, l.workers) }
+
+// parseLayouts reads "1x1000,4x100".
+func parseLayouts(s string) ([]layout, error) {
+	var out []layout
+	for _, part := range strings.Split(s, ",") {
+		p, w, ok := strings.Cut(strings.TrimSpace(part), "x")
+		np, err1 := strconv.Atoi(p)
+		nw, err2 := strconv.Atoi(w)
+		if !ok || err1 != nil || err2 != nil || np < 1 || nw < 1 {
+			return nil, usagef("--layouts: %q is not PROCESSESxWORKERS", part)
+		}
+		out = append(out, layout{np, nw})
+	}
+	return out, nil
 }
 
 func parseBenchArgs(args []string) (benchArgs, error) {
@@ -88,11 +153,18 @@ func parseBenchArgs(args []string) (benchArgs, error) {
 	fs.IntVar(&a.rawConns, "raw-conns", 2, "")
 	fs.IntVar(&a.rate, "rate", 2000, "")
 	fs.DurationVar(&a.duration, "duration", 30*time.Second, "")
+	fs.DurationVar(&a.interval, "interval", time.Minute, "")
 	fs.IntVar(&a.filler, "filler", 0, "")
 	fs.StringVar(&a.profile, "cpuprofile", "", "")
 	fs.IntVar(&a.rows, "rows", 5_000_000, "")
 	fs.IntVar(&a.pruneBacklog, "prune-backlog", 0, "")
 	fs.BoolVar(&a.prune, "prune", false, "")
+	fs.DurationVar(&a.retention, "retention", 0, "")
+	fs.IntVar(&a.processes, "processes", 1, "")
+	layouts := fs.String("layouts", "", "")
+	fs.IntVar(&a.rounds, "rounds", 1, "")
+	fs.IntVar(&a.poolConns, "pool-conns", 0, "")
+	fs.BoolVar(&a.unsafe, "unsafe-fsync-off", false, "")
 	pos, err := parseInterspersed(fs, args)
 	switch {
 	case err != nil:
@@ -105,12 +177,29 @@ func parseBenchArgs(args []string) (benchArgs, error) {
 		return a, usagef("--jobs, --workers, --raw-conns and --rate must be at least 1, --filler not negative")
 	case a.rows < 1 || a.pruneBacklog < 0:
 		return a, usagef("--rows must be at least 1, --prune-backlog not negative")
-	case (a.pruneBacklog > 0 || a.prune) && pos[0] != "burn-down" && pos[0] != "sustained":
-		return a, usagef("--prune-backlog and --prune go with burn-down and sustained")
-	case (a.pruneBacklog > 0 || a.prune) && a.raw:
-		return a, usagef("--prune-backlog and --prune do not go with --raw, which measures bare SQL")
-	case a.duration <= 0:
-		return a, usagef("--duration must be positive, got %s", a.duration)
+	case (a.pruneBacklog > 0 || a.prune || a.retention != 0) && pos[0] != "burn-down" && pos[0] != "sustained":
+		return a, usagef("--prune-backlog, --prune and --retention go with burn-down and sustained")
+	case (a.pruneBacklog > 0 || a.prune || a.retention != 0) && a.raw:
+		return a, usagef("--prune-backlog, --prune and --retention do not go with --raw, which measures bare SQL")
+	case a.retention < 0:
+		return a, usagef("--retention must be positive, got %s", a.retention)
+	case a.duration <= 0 || a.interval <= 0:
+		return a, usagef("--duration and --interval must be positive")
+	case a.processes < 1 || a.rounds < 1 || a.poolConns < 0:
+		return a, usagef("--processes and --rounds must be at least 1, --pool-conns not negative")
+	case (a.processes > 1 || *layouts != "" || a.rounds > 1) && pos[0] != "burn-down":
+		return a, usagef("--processes, --layouts and --rounds go with burn-down")
+	case (a.processes > 1 || *layouts != "") && a.raw:
+		return a, usagef("--processes and --layouts do not go with --raw: compare layouts with each other")
+	case a.processes > 1 && *layouts != "":
+		return a, usagef("--processes and --layouts: give one or the other")
+	case (a.processes > 1 || *layouts != "") && a.profile != "":
+		return a, usagef("--cpuprofile profiles this process, not child processes: leave out --processes and --layouts")
+	}
+	if *layouts != "" {
+		if a.layouts, err = parseLayouts(*layouts); err != nil {
+			return a, err
+		}
 	}
 	a.mode = pos[0]
 	return a, a.checkSchema()
@@ -118,6 +207,9 @@ func parseBenchArgs(args []string) (benchArgs, error) {
 
 // runBench is the bench command.
 func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) > 0 && args[0] == benchChildMode {
+		return runBenchChild(ctx, args[1:], stdout, stderr)
+	}
 	a, err := parseBenchArgs(args)
 	if err != nil {
 		return parseFailed("bench", benchUsage, err, stdout, stderr)
@@ -129,8 +221,34 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	return exitOK
 }
 
+// benchServer returns the database to measure: the URL given, or a
+// throwaway server with production's durability (fsync, full_page_writes)
+// and autovacuum on, unless unsafe.
+func benchServer(ctx context.Context, databaseURL string, unsafe bool, stderr io.Writer) (string, func() error, error) {
+	if databaseURL != "" {
+		return databaseURL, func() error { return nil }, nil
+	}
+	settings := map[string]string{"fsync": "on", "full_page_writes": "on", "autovacuum": "on"}
+	if unsafe {
+		settings["fsync"], settings["full_page_writes"] = "off", "off"
+	}
+	fmt.Fprintln(stderr, "no --database-url or DATABASE_URL: starting a throwaway PostgreSQL server")
+	local, err := pgserver.Start(ctx, pgserver.Options{Settings: settings})
+	if err != nil {
+		return "", nil, fmt.Errorf("start a throwaway server: %w", err)
+	}
+	fmt.Fprintf(stderr, "using the throwaway server on 127.0.0.1:%d (data in %s, removed at the end)\n", local.Port(), local.DataDir())
+	release := func() error {
+		if err := local.Close(); err != nil {
+			return fmt.Errorf("stop the throwaway server: %w", err)
+		}
+		return nil
+	}
+	return local.ConnString("postgres"), release, nil
+}
+
 func runBenchMode(ctx context.Context, a benchArgs, stdout, stderr io.Writer) (err error) {
-	connString, release, err := demoServer(ctx, a.databaseURL, stderr)
+	connString, release, err := benchServer(ctx, a.databaseURL, a.unsafe, stderr)
 	if err != nil {
 		return err
 	}
@@ -151,10 +269,11 @@ func runBenchMode(ctx context.Context, a benchArgs, stdout, stderr io.Writer) (e
 		return err
 	}
 	fmt.Fprintln(stdout, "server:", settings)
+	fmt.Fprintf(stdout, "machine: %d CPUs, load average %s\n", runtime.NumCPU(), loadAverage())
 	cfg := &bench.Config{
 		Pool: pool, Schema: a.schema, Jobs: a.jobs, Workers: a.workers, RawConns: a.rawConns,
-		Rate: a.rate, Duration: a.duration, Filler: a.filler, Progress: stderr,
-		PruneBacklog: a.pruneBacklog, Prune: a.prune,
+		Rate: a.rate, Duration: a.duration, Interval: a.interval, Filler: a.filler, Progress: stderr,
+		PruneBacklog: a.pruneBacklog, Prune: a.prune, Retention: a.retention, PoolConns: a.poolConns,
 	}
 	if a.mode == "prune" {
 		cfg.PruneBacklog = a.rows
@@ -168,8 +287,12 @@ func runBenchMode(ctx context.Context, a benchArgs, stdout, stderr io.Writer) (e
 	if cfg.PruneBacklog > 0 {
 		fmt.Fprintf(stdout, "prune backlog: %d finished jobs, a day to eight days old\n", cfg.PruneBacklog)
 	}
-	if a.prune {
+	if a.retention > 0 {
+		fmt.Fprintf(stdout, "pruning while it works: every state's retention %s, the library's default prune interval\n", a.retention)
+	} else if a.prune {
 		fmt.Fprintln(stdout, "pruning while it works: every state's retention one hour")
+	}
+	if a.prune && a.retention == 0 {
 		defer func() {
 			if err == nil {
 				err = reportBacklog(ctx, cfg, stdout)
@@ -201,44 +324,155 @@ func runBenchMode(ctx context.Context, a benchArgs, stdout, stderr io.Writer) (e
 			return err
 		}
 		fmt.Fprintln(stdout, res)
+		fmt.Fprintln(stdout, "           "+res.Usage.StatementsLine())
+		fmt.Fprintln(stdout, bench.SustainedReport(res))
 	default:
-		fmt.Fprintf(stdout, "burn-down: %d jobs, %d workers (claim batch %d)\n", a.jobs, a.workers, a.workers)
-		stopProfile, err := startProfile(a.profile)
-		if err != nil {
-			return err
-		}
-		enq, err := bench.Enqueue(ctx, cfg)
-		if err != nil {
-			stopProfile()
-			return err
-		}
-		fmt.Fprintln(stdout, enq)
-		lib, err := bench.BurnDown(ctx, cfg)
-		stopProfile()
-		if err != nil {
-			return err
-		}
-		fmt.Fprintln(stdout, lib)
-		if !a.raw {
-			return nil
-		}
-		if err := bench.Prepare(ctx, cfg); err != nil {
-			return err
-		}
-		rawEnq, err := bench.RawEnqueue(ctx, cfg)
-		if err != nil {
-			return err
-		}
-		fmt.Fprintln(stdout, rawEnq)
-		raw, err := bench.RawBurnDown(ctx, cfg)
-		if err != nil {
-			return err
-		}
-		fmt.Fprintln(stdout, raw)
-		fmt.Fprintf(stdout, "library/raw: enqueue %.2f, burn-down %.2f\n",
-			enq.JobsPerSecond()/rawEnq.JobsPerSecond(), lib.JobsPerSecond()/raw.JobsPerSecond())
+		return runBurnDown(ctx, a, cfg, connString, stdout)
 	}
 	return nil
+}
+
+// burnVariant is one thing a burn-down round times.
+type burnVariant struct {
+	name string
+	run  func(ctx context.Context) (enq, res bench.Result, err error)
+}
+
+// runBurnDown runs the burn-down's variants --rounds times, reversing
+// their order every other round, and prints each run and each round's
+// ratios to the first variant.
+func runBurnDown(ctx context.Context, a benchArgs, cfg *bench.Config, connString string, stdout io.Writer) error {
+	var variants []burnVariant
+	inProcess := func(ctx context.Context) (enq, res bench.Result, err error) {
+		if err := bench.Prepare(ctx, cfg); err != nil {
+			return enq, res, err
+		}
+		stopProfile, err := startProfile(a.profile)
+		if err != nil {
+			return enq, res, err
+		}
+		defer stopProfile()
+		if enq, err = bench.Enqueue(ctx, cfg); err != nil {
+			return enq, res, err
+		}
+		res, err = bench.BurnDown(ctx, cfg)
+		return enq, res, err
+	}
+	raw := func(ctx context.Context) (enq, res bench.Result, err error) {
+		if err := bench.Prepare(ctx, cfg); err != nil {
+			return enq, res, err
+		}
+		if enq, err = bench.RawEnqueue(ctx, cfg); err != nil {
+			return enq, res, err
+		}
+		res, err = bench.RawBurnDown(ctx, cfg)
+		return enq, res, err
+	}
+	layouts := a.layouts
+	if a.processes > 1 {
+		layouts = []layout{{a.processes, a.workers}}
+	}
+	if len(layouts) > 0 {
+		command, err := benchChildCommand(connString)
+		if err != nil {
+			return err
+		}
+		for _, l := range layouts {
+			variants = append(variants, burnVariant{l.String(), func(ctx context.Context) (enq, res bench.Result, err error) {
+				lc := *cfg
+				lc.Processes, lc.Workers = l.processes, l.workers
+				if lc.PoolConns == 0 {
+					lc.PoolConns = max(6, 16/l.processes)
+				}
+				if err := bench.Prepare(ctx, &lc); err != nil {
+					return enq, res, err
+				}
+				if enq, err = bench.Enqueue(ctx, &lc); err != nil {
+					return enq, res, err
+				}
+				res, err = bench.BurnDownProcesses(ctx, &lc, command)
+				return enq, res, err
+			}})
+		}
+		fmt.Fprintf(stdout, "burn-down: %d jobs; layouts (processes x workers, each process its own pool): %v\n", a.jobs, layouts)
+	} else {
+		variants = append(variants, burnVariant{"library", inProcess})
+		if a.raw {
+			variants = append(variants, burnVariant{"raw", raw})
+		}
+		fmt.Fprintf(stdout, "burn-down: %d jobs, %d workers (claim batch %d)\n", a.jobs, a.workers, a.workers)
+	}
+
+	type run struct{ enq, res bench.Result }
+	rounds := make([]map[string]run, a.rounds)
+	for r := range a.rounds {
+		rounds[r] = map[string]run{}
+		order := slices.Clone(variants)
+		if r%2 == 1 {
+			slices.Reverse(order)
+		}
+		if a.rounds > 1 {
+			fmt.Fprintf(stdout, "round %d (load average %s)\n", r+1, loadAverage())
+		}
+		for _, v := range order {
+			enq, res, err := v.run(ctx)
+			if err != nil {
+				return fmt.Errorf("%s: %w", v.name, err)
+			}
+			fmt.Fprintln(stdout, enq)
+			fmt.Fprintln(stdout, res)
+			fmt.Fprintln(stdout, "           "+res.Usage.StatementsLine())
+			rounds[r][v.name] = run{enq, res}
+		}
+		if lib, ok := rounds[r]["library"]; ok && a.raw {
+			raw := rounds[r]["raw"]
+			fmt.Fprintf(stdout, "library/raw: enqueue %.2f, burn-down %.2f; server CPU per job %.2f\n",
+				lib.enq.JobsPerSecond()/raw.enq.JobsPerSecond(), lib.res.JobsPerSecond()/raw.res.JobsPerSecond(),
+				ratio(lib.res.Usage.ServerCPU, lib.res.Jobs, raw.res.Usage.ServerCPU, raw.res.Jobs))
+		}
+	}
+	if len(variants) < 2 && a.rounds < 2 {
+		return nil
+	}
+	// The summary: per round, each variant against the first.
+	first := variants[0].name
+	fmt.Fprintf(stdout, "\n%-6s %-10s %10s %8s %12s %12s %12s %10s\n", "round", "variant", "jobs/s", "ratio", "client µs/j", "server µs/j", "backgr µs/j", "stmts/job")
+	for r, runs := range rounds {
+		for _, v := range variants {
+			x := runs[v.name].res
+			u := x.Usage
+			fmt.Fprintf(stdout, "%-6d %-10s %10.0f %8.2f %12.1f %12.1f %12.1f %10.4f\n", r+1, v.name, x.JobsPerSecond(),
+				x.JobsPerSecond()/runs[first].res.JobsPerSecond(), perJob(u.ClientCPU, x.Jobs), perJob(u.ServerCPU, x.Jobs),
+				perJob(u.Background, x.Jobs), float64(u.Statements)/float64(max(x.Jobs, 1)))
+		}
+	}
+	return nil
+}
+
+func perJob(d time.Duration, jobs int64) float64 {
+	return float64(d.Nanoseconds()) / 1e3 / float64(max(jobs, 1))
+}
+
+// ratio is a's CPU per job over b's.
+func ratio(a time.Duration, aJobs int64, b time.Duration, bJobs int64) float64 {
+	if b <= 0 {
+		return 0
+	}
+	return perJob(a, aJobs) / perJob(b, bJobs)
+}
+
+// loadAverage is the machine's 1, 5 and 15 minute load, for the report:
+// on a shared machine the figures mean little without it.
+func loadAverage() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "unknown"
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return "unknown"
+	}
+	return strings.Join(f[:3], " ")
 }
 
 // reportBacklog says how much of the prune backlog the run's pruner

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"os"
 	"strings"
 	"testing"
 
@@ -10,6 +11,17 @@ import (
 
 	"github.com/pgqueue/pgqueue/internal/pgtest"
 )
+
+// benchChildEnv makes this test binary, started again as a child of a
+// burn-down with --layouts, run the command line it is given: the children
+// run `bench _child ...` as the pgqueue binary would.
+const benchChildEnv = "PGQUEUE_BENCH_CMD_TEST_CHILD"
+
+func init() {
+	if os.Getenv(benchChildEnv) == "1" {
+		os.Exit(run(context.Background(), os.Args[1:], os.Stdout, os.Stderr))
+	}
+}
 
 func TestBenchArgs(t *testing.T) {
 	for _, tc := range []struct {
@@ -33,6 +45,22 @@ func TestBenchArgs(t *testing.T) {
 		{[]string{"burn-down", "--jobs", "0"}, false},
 		{[]string{"sustained", "--duration", "0s"}, false},
 		{[]string{"burn-down", "--schema", "Bad-Schema"}, false},
+		{[]string{"burn-down", "--processes", "4", "--workers", "100"}, true},
+		{[]string{"burn-down", "--layouts", "1x1000,4x100,8x50", "--rounds", "3"}, true},
+		{[]string{"burn-down", "--raw", "--rounds", "3"}, true},
+		{[]string{"sustained", "--retention", "1m", "--interval", "10s", "--duration", "10m"}, true},
+		{[]string{"burn-down", "--unsafe-fsync-off"}, true},
+		{[]string{"burn-down", "--layouts", "4x"}, false},
+		{[]string{"burn-down", "--layouts", "0x10"}, false},
+		{[]string{"burn-down", "--processes", "0"}, false},
+		{[]string{"burn-down", "--processes", "2", "--raw"}, false},
+		{[]string{"burn-down", "--processes", "2", "--layouts", "1x10"}, false},
+		{[]string{"burn-down", "--processes", "2", "--cpuprofile", "x.prof"}, false},
+		{[]string{"sustained", "--processes", "2"}, false},
+		{[]string{"sustained", "--rounds", "2"}, false},
+		{[]string{"sustained", "--interval", "0s"}, false},
+		{[]string{"idle", "--retention", "1m"}, false},
+		{[]string{"burn-down", "--raw", "--retention", "1m"}, false},
 	} {
 		_, err := parseBenchArgs(tc.args)
 		if (err == nil) != tc.ok {
@@ -50,7 +78,7 @@ func TestBenchBurnDownRaw(t *testing.T) {
 	if code != exitOK {
 		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, out.String(), errOut.String())
 	}
-	for _, want := range []string{"synchronous_commit=", "enqueue", "library", "raw", "library/raw: enqueue "} {
+	for _, want := range []string{"synchronous_commit=", "autovacuum=", "enqueue", "library", "raw", "library/raw: enqueue ", "server CPU per job", "CPU per job: client", "statements: raw_claim"} {
 		if !strings.Contains(out.String(), want) {
 			t.Fatalf("report lacks %q:\n%s", want, out.String())
 		}
@@ -81,6 +109,73 @@ func TestBenchPrune(t *testing.T) {
 	for _, want := range []string{"synchronous_commit=", "prune backlog: 3000", "prune           3000 rows", "vacuum after it"} {
 		if !strings.Contains(out.String(), want) {
 			t.Fatalf("report lacks %q:\n%s", want, out.String())
+		}
+	}
+}
+
+// TestBenchLayouts compares two process layouts over two rounds through
+// the command, its child processes this test binary started again.
+func TestBenchLayouts(t *testing.T) {
+	t.Setenv(benchChildEnv, "1")
+	db := pgtest.DB().NewDatabase(t)
+	var out, errOut bytes.Buffer
+	code := run(context.Background(), []string{"bench", "burn-down", "--layouts", "1x40,2x20", "--rounds", "2", "--jobs", "1000", "--database-url", db}, &out, &errOut)
+	if code != exitOK {
+		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, out.String(), errOut.String())
+	}
+	for _, want := range []string{"round 2", "\n1x40 ", "\n2x20 ", " 1000 jobs in ", "client µs/j", "claim batch"} {
+		if !strings.Contains(out.String(), want) {
+			t.Fatalf("report lacks %q:\n%s", want, out.String())
+		}
+	}
+	// Two rounds of two layouts: 4 summary rows.
+	if n := strings.Count(out.String(), "\n1      ") + strings.Count(out.String(), "\n2      "); n != 4 {
+		t.Fatalf("%d summary rows, want 4:\n%s", n, out.String())
+	}
+}
+
+// TestBenchSustainedReport runs a short sustained run with pruning through
+// the command and checks the report by interval and the table's state.
+func TestBenchSustainedReport(t *testing.T) {
+	db := pgtest.DB().NewDatabase(t)
+	var out, errOut bytes.Buffer
+	code := run(context.Background(), []string{"bench", "sustained", "--rate", "200", "--duration", "2s", "--interval", "1s", "--workers", "20", "--retention", "1h", "--database-url", db}, &out, &errOut)
+	if code != exitOK {
+		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, out.String(), errOut.String())
+	}
+	for _, want := range []string{"retention 1h0m0s", "claim p99", "\n0s ", "\n1s ", "table before: fetch index", "table after:  fetch index", "CPU per job: client", "rows deleted during the run"} {
+		if !strings.Contains(out.String(), want) {
+			t.Fatalf("report lacks %q:\n%s", want, out.String())
+		}
+	}
+}
+
+// TestBenchServer checks the throwaway server's settings: production's
+// durability and autovacuum by default, fsync off only when asked.
+func TestBenchServer(t *testing.T) {
+	for _, tc := range []struct {
+		unsafe bool
+		want   string
+	}{{false, "fsync=on full_page_writes=on autovacuum=on"}, {true, "fsync=off full_page_writes=off autovacuum=on"}} {
+		ctx := context.Background()
+		var log bytes.Buffer
+		url, release, err := benchServer(ctx, "", tc.unsafe, &log)
+		if err != nil {
+			t.Fatal(err)
+		}
+		conn, err := pgx.Connect(ctx, url)
+		if err != nil {
+			_ = release()
+			t.Fatal(err)
+		}
+		var got string
+		err = conn.QueryRow(ctx, "SELECT 'fsync=' || current_setting('fsync') || ' full_page_writes=' || current_setting('full_page_writes') || ' autovacuum=' || current_setting('autovacuum')").Scan(&got)
+		_ = conn.Close(ctx)
+		if rerr := release(); rerr != nil {
+			t.Fatal(rerr)
+		}
+		if err != nil || got != tc.want {
+			t.Fatalf("unsafe %v: %q (%v), want %q", tc.unsafe, got, err, tc.want)
 		}
 	}
 }

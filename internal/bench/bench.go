@@ -52,6 +52,19 @@ type Config struct {
 	// Instrument, if set, changes the config of the clients that enqueue
 	// and work (otelpgqueue's benchmark installs its instrumentation).
 	Instrument func(c *pgqueue.Config) error
+	// PoolConns, if set, is the size of the pool each timed run opens for
+	// its client; default Pool's MaxConns.
+	PoolConns int
+	// Processes is how many child processes BurnDownProcesses starts,
+	// each a client with Workers workers.
+	Processes int
+	// Retention, if set, has the working client prune finished jobs this
+	// old, of every state, at the library's default PruneInterval, as in
+	// service (the sustained long run); it replaces Prune's hour.
+	Retention time.Duration
+	// Interval is how the sustained run's report is divided in time.
+	// Default a minute.
+	Interval time.Duration
 
 	sql *queries // see Config.queries
 }
@@ -66,6 +79,13 @@ type Result struct {
 	// Latency percentiles of enqueue→start (sustained runs only), by the
 	// database clock.
 	P50, P95, P99 time.Duration
+	// Usage is what the timed part cost on both sides.
+	Usage Usage
+	// Intervals divides a sustained run by Config.Interval.
+	Intervals []IntervalStats
+	// Before and After are the jobs table at the start and the end of a
+	// sustained run.
+	Before, After TableState
 }
 
 // JobsPerSecond is the run's throughput.
@@ -80,6 +100,9 @@ func (r Result) String() string {
 	s := fmt.Sprintf("%-10s %9d jobs in %8.3fs = %9.0f jobs/s", r.Mode, r.Jobs, r.Elapsed.Seconds(), r.JobsPerSecond())
 	if r.P50 > 0 {
 		s += fmt.Sprintf("   enqueue→start p50 %s p95 %s p99 %s", round(r.P50), round(r.P95), round(r.P99))
+	}
+	if r.Usage.Statements > 0 {
+		s += "\n           " + r.Usage.describe(r.Jobs)
 	}
 	return s
 }
@@ -184,7 +207,12 @@ func BurnDown(ctx context.Context, cfg *Config) (Result, error) {
 	var done atomic.Int64
 	total := int64(cfg.Jobs)
 	finished := make(chan struct{})
-	client, err := noopClient(cfg, func() {
+	m, err := newMeter(ctx, cfg, runApp(), true)
+	if err != nil {
+		return Result{}, err
+	}
+	defer m.close()
+	client, err := noopClient(cfg, m, func(*pgqueue.Job[noopArgs]) {
 		if done.Add(1) == total {
 			close(finished)
 		}
@@ -193,6 +221,7 @@ func BurnDown(ctx context.Context, cfg *Config) (Result, error) {
 		return Result{}, err
 	}
 	stopProgress := progress(cfg.Progress, "burn-down", func() int64 { return done.Load() }, total)
+	m.start()
 	start := time.Now()
 	if err := client.Start(ctx); err != nil {
 		stopProgress()
@@ -205,19 +234,21 @@ func BurnDown(ctx context.Context, cfg *Config) (Result, error) {
 	// Stop waits for the last results to be written.
 	stopErr := client.Stop(context.WithoutCancel(ctx))
 	elapsed := time.Since(start)
+	usage := m.stop(ctx)
 	stopProgress()
 	if err := ctx.Err(); err != nil {
 		return Result{}, err
 	}
-	return Result{Mode: "library", Jobs: done.Load(), Elapsed: elapsed}, stopErr
+	return Result{Mode: "library", Jobs: done.Load(), Elapsed: elapsed, Usage: usage}, stopErr
 }
 
-// noopClient is a client working the bench queue with cfg.Workers workers
-// whose no-op handler calls worked.
-func noopClient(cfg *Config, worked func()) (*pgqueue.Client, error) {
+// noopClient is a client on m's pool working the bench queue with
+// cfg.Workers workers whose no-op handler calls worked, its claims and
+// writes counted by m.
+func noopClient(cfg *Config, m *meter, worked func(*pgqueue.Job[noopArgs])) (*pgqueue.Client, error) {
 	workers := pgqueue.NewWorkers()
-	if err := pgqueue.AddWorkerFunc(workers, func(context.Context, *pgqueue.Job[noopArgs]) error {
-		worked()
+	if err := pgqueue.AddWorkerFunc(workers, func(_ context.Context, job *pgqueue.Job[noopArgs]) error {
+		worked(job)
 		return nil
 	}, nil); err != nil {
 		return nil, err
@@ -229,12 +260,17 @@ func noopClient(cfg *Config, worked func()) (*pgqueue.Client, error) {
 		Logger:  quietLogger(),
 	}
 	setRetention(pc, cfg.Prune)
+	if cfg.Retention > 0 {
+		pc.CompletedJobRetention, pc.CancelledJobRetention, pc.DiscardedJobRetention = cfg.Retention, cfg.Retention, cfg.Retention
+		pc.PruneInterval = 0 // the library's default
+	}
 	if cfg.Instrument != nil {
 		if err := cfg.Instrument(pc); err != nil {
 			return nil, err
 		}
 	}
-	return pgqueue.New(cfg.Pool, pc)
+	m.observe(pc)
+	return pgqueue.New(m.pool, pc)
 }
 
 // quietLogger drops the client's logs, which would garble the display.
@@ -302,7 +338,7 @@ func isTerminal(w io.Writer) bool {
 // Settings reads the server settings that decide throughput.
 func Settings(ctx context.Context, pool *pgxpool.Pool) (string, error) {
 	var parts []string
-	for _, name := range []string{"server_version", "synchronous_commit", "fsync", "shared_buffers", "max_connections"} {
+	for _, name := range []string{"server_version", "synchronous_commit", "fsync", "full_page_writes", "autovacuum", "shared_buffers", "max_connections"} {
 		var v string
 		if err := pool.QueryRow(ctx, currentSettingSQL, name).Scan(&v); err != nil {
 			return "", err

@@ -9,8 +9,7 @@ import (
 )
 
 // benchRetention is every state's retention when the bench prunes: the
-// backlog (finished a day or more ago) goes, the run's own jobs stay for
-// the latency report.
+// backlog (finished a day or more ago) goes, the run's own jobs stay.
 const benchRetention = time.Hour
 
 // PruneResult is one timed drain of a backlog of finished jobs.

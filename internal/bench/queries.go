@@ -26,7 +26,7 @@ type queries struct {
 	// the raw ceiling
 	rawCopy, rawClaim, rawComplete string
 	// reports
-	latency string
+	backends, backendPID, tableState string
 	// the pruner's backlog and what became of it
 	pruneBacklog, prunePending, pruneBacklogLeft, tableSizes, deletedRows, vacuumJobs, walPosition string
 }
@@ -38,7 +38,7 @@ func loadQueries(schema string) (*queries, error) {
 		"empty_jobs": &q.emptyJobs, "insert_filler": &q.insertFiller,
 		"vacuum_analyze_jobs": &q.vacuumAnalyzeJobs, "checkpoint": &q.checkpoint,
 		"raw_copy": &q.rawCopy, "raw_claim": &q.rawClaim, "raw_complete": &q.rawComplete,
-		"latency": &q.latency,
+		"backends": &q.backends, "backend_pid": &q.backendPID, "table_state": &q.tableState,
 		// the pruner's backlog
 		"prune_backlog": &q.pruneBacklog, "prune_pending": &q.prunePending, "prune_backlog_left": &q.pruneBacklogLeft,
 		"table_sizes": &q.tableSizes, "deleted_rows": &q.deletedRows, "vacuum_jobs": &q.vacuumJobs,

@@ -49,8 +49,14 @@ func RawBurnDown(ctx context.Context, cfg *Config) (Result, error) {
 		return Result{}, err
 	}
 	conns := max(cfg.RawConns, 1)
+	m, err := newMeter(ctx, cfg, runApp(), true)
+	if err != nil {
+		return Result{}, err
+	}
+	defer m.close()
 	var done atomic.Int64
 	stopProgress := progress(cfg.Progress, "raw burn-down", done.Load, int64(cfg.Jobs))
+	m.start()
 	start := time.Now()
 	var wg sync.WaitGroup
 	errs := make(chan error, conns)
@@ -59,7 +65,7 @@ func RawBurnDown(ctx context.Context, cfg *Config) (Result, error) {
 		go func() {
 			defer wg.Done()
 			for ctx.Err() == nil {
-				rows, err := cfg.Pool.Query(ctx, q.rawClaim, queue, cfg.Workers)
+				rows, err := m.pool.Query(ctx, q.rawClaim, queue, cfg.Workers)
 				if err != nil {
 					errs <- err
 					return
@@ -80,22 +86,27 @@ func RawBurnDown(ctx context.Context, cfg *Config) (Result, error) {
 				if len(ids) == 0 {
 					return
 				}
+				m.claims.Add(1)
+				m.claimed.Add(int64(len(ids)))
 				// Planned for its arrays each time, as the library does.
-				tag, err := cfg.Pool.Exec(ctx, q.rawComplete, pgx.QueryExecModeCacheDescribe, ids, fences)
+				tag, err := m.pool.Exec(ctx, q.rawComplete, pgx.QueryExecModeCacheDescribe, ids, fences)
 				if err != nil {
 					errs <- err
 					return
 				}
+				m.writes.Add(1)
+				m.written.Add(tag.RowsAffected())
 				done.Add(tag.RowsAffected())
 			}
 		}()
 	}
 	wg.Wait()
 	elapsed := time.Since(start)
+	usage := m.stop(ctx)
 	stopProgress()
 	close(errs)
 	if err := <-errs; err != nil {
 		return Result{}, fmt.Errorf("raw burn-down: %w", err)
 	}
-	return Result{Mode: "raw", Jobs: done.Load(), Elapsed: elapsed}, ctx.Err()
+	return Result{Mode: "raw", Jobs: done.Load(), Elapsed: elapsed, Usage: usage}, ctx.Err()
 }

@@ -1,0 +1,215 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// clockTicks is the unit of /proc/<pid>/stat's CPU times: USER_HZ, which
+// Linux reports as 100 on every architecture whatever the kernel's HZ.
+const clockTicks = 100
+
+// sampleEvery is how often the sampler looks for the run's backends and
+// reads their CPU: a backend that exits between two samples loses at most
+// this much of its CPU (the run's pool keeps its connections, so none
+// should).
+const sampleEvery = 200 * time.Millisecond
+
+// procCPU reads the CPU time (utime + stime) of process pid from /proc,
+// and its parent's pid.
+func procCPU(pid int) (cpu time.Duration, ppid int, ok bool) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0, 0, false
+	}
+	// The command name, in parentheses, may hold spaces: count the
+	// fields after its closing parenthesis (state is field 3).
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return 0, 0, false
+	}
+	f := bytes.Fields(b[i+1:])
+	if len(f) < 13 {
+		return 0, 0, false
+	}
+	ppid, _ = strconv.Atoi(string(f[1]))
+	utime, err1 := strconv.ParseInt(string(f[11]), 10, 64)
+	stime, err2 := strconv.ParseInt(string(f[12]), 10, 64)
+	if err1 != nil || err2 != nil {
+		return 0, 0, false
+	}
+	return time.Duration(utime+stime) * time.Second / clockTicks, ppid, true
+}
+
+// isPostgres says whether process pid on this machine is a PostgreSQL
+// process: a server elsewhere (another host, another pid namespace) has
+// pids that name nothing here, or something else.
+func isPostgres(pid int) bool {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline")
+	return err == nil && bytes.HasPrefix(b, []byte("postgres"))
+}
+
+// serverCPU samples the CPU of a run's server processes: the backends
+// with the run's application_name, and separately the server's own
+// processes, until read.
+type serverCPU struct {
+	conn *pgx.Conn
+	app  string
+	sql  string
+
+	mu         sync.Mutex
+	ok         bool                  // the server's processes are readable here
+	base, last map[int]time.Duration // by pid: at mark, and at the last sample
+	ours       map[int]bool          // the run's backends; the rest is background
+	postmaster int
+
+	quit     chan struct{}
+	done     chan struct{}
+	stopOnce sync.Once
+}
+
+// startServerCPU connects the sampler (its own backend, not the run's) and
+// checks that the server's processes can be read from here.
+func startServerCPU(ctx context.Context, cfg *Config, app string) (*serverCPU, error) {
+	q, err := cfg.queries()
+	if err != nil {
+		return nil, err
+	}
+	cc := cfg.Pool.Config().ConnConfig.Copy()
+	cc.Tracer = nil
+	cc.RuntimeParams["application_name"] = app + "_meter"
+	conn, err := pgx.ConnectConfig(ctx, cc)
+	if err != nil {
+		return nil, err
+	}
+	s := &serverCPU{conn: conn, app: app, sql: q.backends}
+	var pid int
+	if err := conn.QueryRow(ctx, q.backendPID).Scan(&pid); err != nil {
+		_ = conn.Close(ctx)
+		return nil, err
+	}
+	s.ok = isPostgres(pid)
+	return s, nil
+}
+
+// mark starts the measurement: CPU from now, sampled until read.
+func (s *serverCPU) mark() {
+	if !s.ok {
+		return
+	}
+	s.mu.Lock()
+	s.base, s.last, s.ours = map[int]time.Duration{}, map[int]time.Duration{}, map[int]bool{}
+	s.mu.Unlock()
+	s.sample(context.Background(), true)
+	s.quit, s.done = make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(s.done)
+		t := time.NewTicker(sampleEvery)
+		defer t.Stop()
+		for {
+			select {
+			case <-s.quit:
+				return
+			case <-t.C:
+				s.sample(context.Background(), false)
+			}
+		}
+	}()
+}
+
+// sample finds the processes to measure and reads their CPU; at the mark,
+// what they used so far is the base, and a process found later starts
+// from zero (a backend opened, an autovacuum worker started, during the
+// run).
+func (s *serverCPU) sample(ctx context.Context, mark bool) {
+	rows, err := s.conn.Query(ctx, s.sql, s.app)
+	if err != nil {
+		return
+	}
+	type proc struct {
+		pid  int
+		ours bool
+	}
+	var procs []proc
+	for rows.Next() {
+		var p proc
+		if rows.Scan(&p.pid, &p.ours) == nil {
+			procs = append(procs, p)
+		}
+	}
+	rows.Close()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, p := range procs {
+		cpu, ppid, ok := procCPU(p.pid)
+		if !ok {
+			continue
+		}
+		if s.postmaster == 0 && !p.ours {
+			// The background processes' parent: the postmaster, which
+			// pg_stat_activity does not list.
+			s.postmaster = ppid
+		}
+		s.update(p.pid, cpu, p.ours, mark)
+	}
+	if s.postmaster != 0 {
+		if cpu, _, ok := procCPU(s.postmaster); ok {
+			s.update(s.postmaster, cpu, false, mark)
+		}
+	}
+}
+
+func (s *serverCPU) update(pid int, cpu time.Duration, ours, mark bool) {
+	if _, seen := s.last[pid]; !seen {
+		s.ours[pid] = ours
+		if mark {
+			s.base[pid] = cpu
+		}
+	}
+	s.last[pid] = cpu
+}
+
+// read ends the sampling and returns the run's backends' CPU and the
+// background processes' CPU since mark.
+func (s *serverCPU) read(ctx context.Context) (ok bool, ours, background time.Duration) {
+	if !s.ok {
+		return false, 0, 0
+	}
+	s.stopSampling()
+	s.sample(ctx, false)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for pid, cpu := range s.last {
+		d := cpu - s.base[pid]
+		if s.ours[pid] {
+			ours += d
+		} else {
+			background += d
+		}
+	}
+	return true, ours, background
+}
+
+// stopSampling ends the sampling goroutine, if mark started one.
+func (s *serverCPU) stopSampling() {
+	if s.quit == nil {
+		return
+	}
+	s.stopOnce.Do(func() {
+		close(s.quit)
+		<-s.done
+	})
+}
+
+// close stops the sampling, if a run ended without read, and closes the
+// sampler's connection.
+func (s *serverCPU) close() {
+	s.stopSampling()
+	_ = s.conn.Close(context.Background())
+}
