@@ -136,6 +136,9 @@ func (e *Elector) Run(ctx context.Context, lead func(ctx context.Context, term i
 		case <-tries:
 			// One quick statement on the pinned connection; the lease is
 			// touched only once the lock showed the leader's session gone.
+			if time.Now().Before(s.quietUntil) {
+				continue
+			}
 			s.dial(ctx, e.cfg.RenewInterval)
 			if got, err := s.tryLock(ctx, e.cfg.RenewInterval); !got {
 				if err != nil && ctx.Err() == nil {
@@ -173,8 +176,12 @@ func (e *Elector) campaign(ctx context.Context, s *electorSession) (*LeaseLock, 
 	}
 	lease, from, err := e.takeover(ctx, s)
 	if err != nil {
-		// Not ours to keep: the live leader may need it.
+		// Not ours to keep: a live leader on the lease alone needs it to
+		// record its term; leave it the lock for a while.
 		s.unlock(ctx, e.cfg.RenewInterval)
+		if errors.Is(err, ErrBusy) {
+			s.quietUntil = time.Now().Add(e.cfg.RenewInterval)
+		}
 		return nil, err
 	}
 	if from.valid != nil && *from.valid {
@@ -224,6 +231,27 @@ func (e *Elector) serve(ctx context.Context, lease *LeaseLock, s *electorSession
 		// then finds the lease free or takes it over, either way at once.
 		defer s.unlock(ctx, e.cfg.RenewInterval)
 	}
+	// takeSession is for a leader on the lease alone: the lock was busy
+	// when the term began (a stuck leader's session, or a candidate about
+	// to find this term live) or the session was down. It takes the lock
+	// if free and records the term as held by a session: from then on the
+	// session's end hands the term over. It reports whether it did.
+	takeSession := func() bool {
+		cctx, cancel := bounded()
+		defer cancel()
+		s.dial(cctx, e.cfg.RenewInterval)
+		if got, _ := s.tryLock(cctx, e.cfg.RenewInterval); !got {
+			return false
+		}
+		ok, err := s.mark(cctx, e.name, lease.Fence())
+		if err != nil && ctx.Err() == nil {
+			e.l.log.Warn("pglock: elector session lock failed", "lease", e.name, "err", err)
+		}
+		return ok
+	}
+	if s != nil && !marked {
+		marked = takeSession()
+	}
 	for {
 		select {
 		case <-ctx.Done():
@@ -248,20 +276,7 @@ func (e *Elector) serve(ctx context.Context, lease *LeaseLock, s *electorSession
 			return
 		case <-checks:
 			if !marked {
-				// Leading on the lease alone: the lock was busy when the
-				// term began (a stuck leader's session, or a candidate
-				// about to find this term live) or the session was down.
-				// Take it once free, and record the term as held by a
-				// session: from then on its session's end hands it over.
-				cctx, cancel := bounded()
-				s.dial(cctx, e.cfg.RenewInterval)
-				if got, _ := s.tryLock(cctx, e.cfg.RenewInterval); got {
-					var err error
-					if marked, err = s.mark(cctx, e.name, lease.Fence()); err != nil && ctx.Err() == nil {
-						e.l.log.Warn("pglock: elector session lock failed", "lease", e.name, "err", err)
-					}
-				}
-				cancel()
+				marked = takeSession()
 				continue
 			}
 			cctx, cancel := bounded()

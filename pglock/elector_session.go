@@ -64,6 +64,9 @@ type electorSession struct {
 	// After a failed dial, the next waits until nextDial, redial later.
 	redial   time.Duration
 	nextDial time.Time
+	// quietUntil: a follower found a live leader that leads on the lease
+	// alone; it leaves the lock to that leader until then.
+	quietUntil time.Time
 }
 
 func newElectorSession(l *Locker, name string, q *electorQueries, redial time.Duration) *electorSession {
