@@ -2,7 +2,9 @@ package integration_test
 
 import (
 	"context"
+	"flag"
 	"fmt"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -128,6 +130,7 @@ func TestLeaderProcesses(t *testing.T) {
 	// 1. A leader acts. Kill it: its session ends with it, and another
 	// takes over before its lease ends.
 	first, term1 := e.waitActingLeader(byApp, 0)
+	e.waitSessionBacked(term1)
 	if err := first.signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
@@ -229,6 +232,22 @@ func (e *lockEnv) recordElectionLock() {
 	if _, err := e.db.Exec(e.t.Context(), `INSERT INTO election_lock VALUES ($1, $2)`, int64(uint32(k.Class)), int64(uint32(k.Object))); err != nil {
 		e.t.Fatal(err)
 	}
+}
+
+// waitSessionBacked waits until the elector recorded term as held by a
+// session too (under the fence resource pglock:elector:leader): a term
+// that began on the lease alone, its session lock busy for a moment, is
+// taken over only once expired until then.
+func (e *lockEnv) waitSessionBacked(term int64) {
+	e.t.Helper()
+	e.waitUntil(fmt.Sprintf("term %d is held by a session too", term), 10*time.Second, func(ctx context.Context) (bool, error) {
+		var token int64
+		err := e.db.QueryRow(ctx, `SELECT token FROM pgqueue.fences WHERE resource = 'pglock:elector:leader'`).Scan(&token)
+		if err == pgx.ErrNoRows {
+			return false, nil
+		}
+		return token == term, err
+	})
 }
 
 // dbClock returns the database's clock_timestamp().
@@ -382,4 +401,89 @@ func termOf(t *testing.T, p *lockProc, prefix string) int64 {
 	}
 	t.Fatalf("%s printed no %q line", p.app, prefix)
 	return 0
+}
+
+var (
+	failoverRounds = flag.Int("failover-rounds", 2, "TestLeaderKillFailover: leaders killed in each mode")
+	failoverTTL    = flag.Duration("failover-ttl", 2*time.Second, "TestLeaderKillFailover: the leaders' lease TTL")
+)
+
+// TestLeaderKillFailover kills the leader of three processes again and
+// again (a fresh process replaces each), with the lease alone and with
+// SessionFailover, and prints how long after each SIGKILL, by the database
+// clock, the lease was taken over and the new term first acted. With the
+// session every takeover must come before the killed leader's lease
+// expired, by the holder of the election's lock; with the lease alone,
+// only after it expired. The figures of docs/reliability.md:
+//
+//	go test -count=1 -run 'TestLeaderKillFailover$' -v ./integration -args -failover-rounds=5 -failover-ttl=10s
+func TestLeaderKillFailover(t *testing.T) {
+	ttl, rounds := *failoverTTL, *failoverRounds
+	for _, mode := range []string{"lease", "session"} {
+		t.Run(mode, func(t *testing.T) {
+			e := newLockEnv(t, leaderSchema)
+			e.recordElectionLock()
+			args := []string{"-mode", "leader", "-ttl", ttl.String(), "-renew", (ttl / 4).String(),
+				"-retry", "200ms", "-margin", (ttl / 4).String(), "-act", "50ms"}
+			if mode == "session" {
+				args = append(args, "-session-failover")
+			}
+			ps := e.startProcs(3, args...)
+			byApp := map[string]*lockProc{}
+			for _, p := range ps {
+				byApp[p.app] = p
+			}
+			var takeovers, firstActs []time.Duration
+			_, term := e.waitActingLeader(byApp, 0)
+			for i := range rounds {
+				leader := byApp[e.lines(`SELECT holder FROM acts WHERE term = $1 LIMIT 1`, term)[0]]
+				if mode == "session" {
+					e.waitSessionBacked(term)
+				}
+				if err := leader.signal(syscall.SIGKILL); err != nil {
+					t.Fatal(err)
+				}
+				killedAt := e.dbClock()
+				p := e.startProc(fmt.Sprint(4+i), args...)
+				byApp[p.app] = p
+				_, next := e.waitActingLeader(byApp, term)
+				k := e.takeoverFrom(term, killedAt)
+				if mode == "session" && (!k.beforeExpiry || !k.byLockHolder) {
+					t.Errorf("kill %d: taken over %s, want before its expiry by the holder of the session lock", i+1, k)
+				}
+				if mode == "lease" && k.beforeExpiry {
+					t.Errorf("kill %d: taken over %s, want only once its lease expired", i+1, k)
+				}
+				takeovers, firstActs = append(takeovers, k.afterKill), append(firstActs, k.firstAct)
+				term = next
+			}
+			e.stopAll()
+			e.verify(leaderChecks)
+			line := fmt.Sprintf("FAILOVER mode=%s ttl=%s kills=%d | after SIGKILL: takeover median %s (%s), first act median %s (%s)",
+				mode, ttl, rounds, median(takeovers).Round(time.Millisecond), roundAllMs(takeovers),
+				median(firstActs).Round(time.Millisecond), roundAllMs(firstActs))
+			t.Log(line)
+			fmt.Println(line)
+		})
+	}
+}
+
+func median(ds []time.Duration) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
+
+func roundAllMs(ds []time.Duration) string {
+	s := make([]string, len(ds))
+	for i, d := range ds {
+		s[i] = d.Round(time.Millisecond).String()
+	}
+	return strings.Join(s, " ")
 }
