@@ -5,13 +5,20 @@
 -- primary key: joined to the CTE instead, the planner may hash the whole
 -- table. A paused queue (a row in queues with paused_at) gives nothing:
 -- the check is a one-time filter, evaluated once before the index is read.
+-- LIMIT (SELECT $2::bigint) hides the limit from the planner, which then
+-- plans to read a tenth of the rows it expects: jobs_fetch_idx in order,
+-- whatever the statistics. With the limit known and statistics that
+-- underestimate the backlog (analysed before a TRUNCATE and a bulk load;
+-- never analysed, the index won only a tie), it planned to read every
+-- available row of the queue and sort them all: LockRows sits between LIMIT
+-- and Sort, so the sort is never bounded (see docs/performance.md).
 WITH picked AS (
     SELECT id
     FROM {{schema}}.jobs
     WHERE state = 'available' AND queue = $1
       AND NOT EXISTS (SELECT 1 FROM {{schema}}.queues WHERE name = $1 AND paused_at IS NOT NULL)
     ORDER BY priority, run_at, id
-    LIMIT $2
+    LIMIT (SELECT $2::bigint)
     FOR UPDATE SKIP LOCKED
 )
 UPDATE {{schema}}.jobs j
