@@ -45,10 +45,6 @@ func (c *Client) JobCancel(ctx context.Context, id int64) (*JobRow, error) {
 func (c *Client) JobCancelTx(ctx context.Context, tx pgx.Tx, id int64) (*JobRow, error) {
 	job, err := scanCancelled(tx.QueryRow(ctx, c.q.jobCancel, id, c.control))
 	if errors.Is(err, pgx.ErrNoRows) {
-		// Nothing to cancel: final already, or absent.
-		job, err = scanCancelled(tx.QueryRow(ctx, c.q.jobCancelFinal, id))
-	}
-	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, fmt.Errorf("cancel job %d: %w", id, ErrJobNotFound)
 	}
 	if err != nil {

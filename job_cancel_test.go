@@ -49,6 +49,40 @@ func TestJobCancel(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 
+	// A completion in flight holds the row: the cancel waits for it and
+	// then reports the job completed, read in the same statement (the
+	// version the completion committed, not the one before it).
+	t.Run("WaitsForCompletionInFlightAndReportsIt", func(t *testing.T) {
+		t.Parallel()
+		pool := newPool(t)
+		c := newClient(t, pool, nil)
+		row, err := c.Enqueue(ctx, noteArgs{}, nil)
+		must(t, err)
+		fence := claimAsDeadWorker(t, pool, row.ID)
+		tx, err := pool.Begin(ctx)
+		must(t, err)
+		defer func() { _ = tx.Rollback(ctx) }()
+		_, err = tx.Exec(ctx, `UPDATE pgqueue.jobs SET state = 'completed', finalized_at = now(), lease_until = NULL
+			WHERE id = $1 AND fence = $2`, row.ID, fence)
+		must(t, err)
+		done := make(chan *pgqueue.JobRow, 1)
+		go func() {
+			job, err := c.JobCancel(ctx, row.ID)
+			if err != nil {
+				t.Error(err)
+			}
+			done <- job
+		}()
+		waitFor(t, "the cancel to wait on the completion's row lock", func() bool {
+			return countRows(t, pool, `SELECT 1 FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'`) == 1
+		})
+		must(t, tx.Commit(ctx))
+		job := <-done
+		if job == nil || job.State != pgqueue.StateCompleted || !job.CancelRequestedAt.IsZero() || job.FinalizedAt.IsZero() {
+			t.Fatalf("JobCancel after a completion in flight: %+v, want it completed and untouched", job)
+		}
+	})
+
 	t.Run("CancelsScheduledAndAvailableAtOnce", func(t *testing.T) {
 		t.Parallel()
 		pool := newPool(t)

@@ -43,9 +43,9 @@ type queries struct {
 	jobGet, jobList string
 	jobListBy       map[jobListKey]string
 	// control
-	jobCancel, jobCancelFinal, jobOutput, jobProgress string
-	jobRetry, jobRetryMany, jobDelete, jobDeleteMany  string
-	queuePause, queueResume, queueList                string
+	jobCancel, jobOutput, jobProgress                string
+	jobRetry, jobRetryMany, jobDelete, jobDeleteMany string
+	queuePause, queueResume, queueList               string
 	// maintenance
 	schedule, rescueCandidates, rescue           string
 	prune                                        string
@@ -66,7 +66,7 @@ func loadQueries(schema string) (*queries, error) {
 		"claim": &q.claim, "poll": &q.poll, "heartbeat": &q.heartbeat, "complete": &q.complete,
 		"complete_many": &q.completeMany, "finish": &q.finish, "job_outcomes": &q.jobOutcomes,
 		"set_idle_timeout": &q.setIdleTimeout, "check_fence": &q.checkFence, "claim_id": &q.claimID,
-		"job_cancel": &q.jobCancel, "job_cancel_final": &q.jobCancelFinal,
+		"job_cancel": &q.jobCancel,
 		"job_output": &q.jobOutput, "job_progress": &q.jobProgress,
 		"schedule": &q.schedule, "rescue_candidates": &q.rescueCandidates, "rescue": &q.rescue, "prune": &q.prune,
 		"periodic_states": &q.periodicStates, "periodic_lock": &q.periodicLock, "periodic_create": &q.periodicCreate,

@@ -2,8 +2,12 @@
 -- at once. A running job only gets cancel_requested_at, its fence and lease
 -- untouched, and its holder is told on the control channel $2 at commit:
 -- the result it writes next, or the rescuer, ends the job cancelled.
--- Final jobs are not matched: the caller reads them back unchanged.
--- Returns the columns of job_get.sql.
+-- A final job is not changed; it is read back in the same statement under
+-- FOR SHARE, which waits for a result in flight and then reads the version
+-- it committed. Not FOR KEY SHARE, as JobRetry and JobDelete use: that
+-- lock does not conflict with a result's (no-key) update, so it would
+-- return the version before it (running), which this statement's UPDATE
+-- has just waited for and seen end. Returns the columns of job_get.sql.
 WITH cancelled AS (
     UPDATE {{schema}}.jobs j
     SET state = CASE WHEN j.state = 'running' THEN j.state ELSE 'cancelled' END,
@@ -15,6 +19,14 @@ WITH cancelled AS (
     SELECT pg_notify($2, json_build_object('op', 'cancel', 'id', c.id, 'fence', c.fence)::text)
     FROM cancelled c
     WHERE c.state = 'running'
+), unchanged AS (
+    SELECT id, queue, kind, args, priority, state, attempt, max_attempts,
+           run_at, fence, lease_until, worker_id, errors, tags, meta,
+           created_at, attempted_at, finalized_at, singleton_key,
+           cancel_requested_at, output, progress
+    FROM {{schema}}.jobs
+    WHERE id = $1 AND NOT EXISTS (SELECT 1 FROM cancelled)
+    FOR SHARE
 )
 SELECT c.id, c.queue, c.kind, c.args, c.priority, c.state, c.attempt, c.max_attempts,
        c.run_at, c.fence, c.lease_until, c.worker_id, c.errors, c.tags, c.meta,
@@ -23,3 +35,5 @@ SELECT c.id, c.queue, c.kind, c.args, c.priority, c.state, c.attempt, c.max_atte
 -- told is joined so that it runs: a SELECT in WITH is evaluated only when
 -- the query refers to it.
 FROM cancelled c CROSS JOIN (SELECT count(*) FROM told) AS n
+UNION ALL
+SELECT * FROM unchanged
