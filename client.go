@@ -116,7 +116,10 @@ func (c *Client) Start(ctx context.Context) error {
 		return err
 	}
 	cfg := c.config
-	electorCfg := &pglock.ElectorConfig{Holder: cfg.ID, TTL: cfg.LeaderTTL}
+	electorCfg := &pglock.ElectorConfig{Holder: cfg.ID, TTL: cfg.LeaderTTL,
+		// A session of its own shows followers at once that a killed
+		// leader is gone; behind a pooler only DirectConnConfig has one.
+		SessionFailover: !sessions.pooled || cfg.DirectConnConfig != nil}
 	if len(cfg.Queues) > 0 {
 		// The poller checks the lease anyway and nudges the elector when
 		// it is free; followers need not ask again every few seconds.
