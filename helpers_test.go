@@ -54,8 +54,24 @@ func newPool(t testing.TB) *pgxpool.Pool {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(pool.Close)
+	t.Cleanup(func() { closePool(t, pool) })
 	return pool
+}
+
+// closePool closes pool, but does not wait forever: a test that failed
+// with a transaction open never releases its connection, and pool.Close
+// would then hang until the package's timeout, hiding which test failed.
+func closePool(t testing.TB, pool *pgxpool.Pool) {
+	closed := make(chan struct{})
+	go func() {
+		pool.Close()
+		close(closed)
+	}()
+	select {
+	case <-closed:
+	case <-time.After(10 * time.Second):
+		t.Errorf("pool not closed after 10s: a connection is still acquired (a transaction left open by a failed test?)")
+	}
 }
 
 func newClient(t testing.TB, pool *pgxpool.Pool, cfg *pgqueue.Config) *pgqueue.Client {

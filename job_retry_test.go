@@ -202,6 +202,7 @@ func TestJobRetry(t *testing.T) {
 
 		tx, err := b.pool.Begin(ctx)
 		must(t, err)
+		defer func() { _ = tx.Rollback(ctx) }()
 		_, err = b.client.JobRetryTx(ctx, tx, id)
 		must(t, err)
 		must(t, tx.Commit(ctx))
