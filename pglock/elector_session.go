@@ -78,9 +78,6 @@ func newElectorSession(l *Locker, name string, q *electorQueries, redial time.Du
 // held reports whether this session holds the lock.
 func (s *electorSession) held() bool { return s.release != nil }
 
-// connected reports whether the session has a connection now.
-func (s *electorSession) connected() bool { return s.conn != nil }
-
 // dial opens the connection if there is none. It reports whether there is
 // one: not behind a pooler (said once, at Warn; the lease alone serves from
 // then on), nor when the dial failed or failed less than redial ago.
@@ -101,12 +98,12 @@ func (s *electorSession) dial(ctx context.Context, timeout time.Duration) bool {
 	pid, err := probeSessionAffinity(ctx, conn)
 	if err != nil {
 		_ = conn.Close(context.WithoutCancel(ctx))
+		s.nextDial = time.Now().Add(s.redial)
 		if errors.Is(err, ErrNoSessionAffinity) {
 			s.refused = true
 			s.l.log.Warn("pglock: elector session goes through a pooler: leadership rests on the lease alone, and a dead leader is replaced only once its lease expires; set Config.DirectConnConfig for a takeover as soon as its session ends",
 				"lock", s.lock, "err", err)
 		} else if ctx.Err() == nil {
-			s.nextDial = time.Now().Add(s.redial)
 			s.l.log.Warn("pglock: elector session: probe failed; the lease alone serves meanwhile", "lock", s.lock, "err", err)
 		}
 		return false

@@ -3,6 +3,7 @@ package pglock_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -10,6 +11,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/pgqueue/pgqueue/internal/pgtest"
+	"github.com/pgqueue/pgqueue/internal/testlog"
 	"github.com/pgqueue/pgqueue/pglock"
 )
 
@@ -256,4 +259,35 @@ func TestElectorSessionFailover(t *testing.T) {
 			t.Fatalf("lease %+v still valid after the resign", readLeaseTimes(t, pool))
 		}
 	})
+}
+
+// Behind a pooler there is no session to hold: an elector with
+// SessionFailover says so once, takes no advisory lock, and leads on the
+// lease alone.
+func TestElectorSessionFailoverBehindPooler(t *testing.T) {
+	t.Parallel()
+	direct, err := pgx.ParseConfig(pgtest.DB().NewDatabase(t))
+	must(t, err)
+	pooler := startRotatingPooler(t, fmt.Sprintf("%s:%d", direct.Host, direct.Port), 0)
+	pool := poolThrough(t, direct, pooler)
+	var logs testlog.Buffer
+	lk := newLocker(t, pool, &pglock.Config{Logger: logs.Logger()})
+	cfg := sessionCfg
+	cfg.RetryInterval = 100 * time.Millisecond
+	a := runSessionElector(t, lk, "a", cfg, false)
+	began := a.next(t, 10*time.Second)
+	// A few session intervals and campaigns go by.
+	time.Sleep(500 * time.Millisecond)
+	directPool, err := pgxpool.New(t.Context(), direct.ConnString())
+	must(t, err)
+	defer directPool.Close()
+	if pids := advisoryHolders(t, directPool, a.SessionKey(), true); len(pids) != 0 {
+		t.Fatalf("advisory lock held by %v through the pooler", pids)
+	}
+	if row := readLeaseTimes(t, directPool); row.Fence != began.term || row.Holder != "a" {
+		t.Fatalf("lease %+v, want a's term %d", row, began.term)
+	}
+	if n := strings.Count(logs.String(), "elector session goes through a pooler"); n != 1 {
+		t.Fatalf("the pooler was said %d times, want once; logged:\n%s", n, logs.String())
+	}
 }
