@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.opentelemetry.io/otel"
@@ -67,6 +68,16 @@ type Instrumentation struct {
 	attrs   map[labels]*opts
 	byJobMu sync.RWMutex
 	byJob   map[queueKind]*jobOpts
+	// last is the queue and kind looked up last: most processes work a
+	// few kinds, often long runs of one, and comparing two short strings
+	// costs less than hashing them.
+	last atomic.Pointer[jobOpts]
+
+	// pending are the attempts not yet recorded (see pend); spare, the
+	// recorded buffers kept for reuse.
+	pendMu  sync.Mutex
+	pending []attemptRecord
+	spare   [][]attemptRecord
 
 	mu     sync.Mutex
 	queues []*pgqueue.QueueInfo // the leader's last report; nil elsewhere
@@ -89,6 +100,8 @@ type opts struct {
 
 // jobOpts is what an attempt of a queue and kind records with.
 type jobOpts struct {
+	queue    string
+	kind     string
 	qk       *opts
 	spanName string
 	outcome  map[pgqueue.Outcome]*opts
@@ -170,6 +183,9 @@ func New(cfg *Config) (*Instrumentation, error) {
 		return nil, err
 	}
 	_, err = meter.RegisterCallback(func(_ context.Context, o metric.Observer) error {
+		// Callbacks run before the SDK reads the synchronous instruments:
+		// what pends is in this collection.
+		in.flush()
 		in.mu.Lock()
 		qs := in.queues
 		var gone []*pgqueue.QueueInfo
@@ -246,21 +262,43 @@ func (in *Instrumentation) opt(l labels) *opts {
 
 // jobOpts returns the cached options of an attempt of queue and kind.
 func (in *Instrumentation) jobOpts(queue, kind string) *jobOpts {
+	if o := in.last.Load(); o != nil && o.queue == queue && o.kind == kind {
+		return o
+	}
+	return in.lookupJobOpts(queue, kind)
+}
+
+// lookupJobOpts is jobOpts past the last one. Not inlined, and its
+// building in a function of its own: a job's goroutine runs the work
+// middleware on a stack the garbage collector keeps shrinking, and every
+// byte of frame on the way to the handler is a chance to grow it again.
+//
+//go:noinline
+func (in *Instrumentation) lookupJobOpts(queue, kind string) *jobOpts {
 	key := queueKind{queue, kind}
 	in.byJobMu.RLock()
 	o := in.byJob[key]
 	in.byJobMu.RUnlock()
-	if o != nil {
-		return o
+	if o == nil {
+		o = in.newJobOpts(key)
 	}
-	o = &jobOpts{qk: in.opt(labels{queue: queue, kind: kind}), spanName: "pgqueue.work " + kind,
-		outcome: make(map[pgqueue.Outcome]*opts, len(outcomes))}
+	in.last.Store(o)
+	return o
+}
+
+//go:noinline
+func (in *Instrumentation) newJobOpts(key queueKind) *jobOpts {
+	o := &jobOpts{queue: key.queue, kind: key.kind, qk: in.opt(labels{queue: key.queue, kind: key.kind}),
+		spanName: "pgqueue.work " + key.kind, outcome: make(map[pgqueue.Outcome]*opts, len(outcomes))}
 	for _, oc := range outcomes {
-		o.outcome[oc] = in.opt(labels{queue: queue, kind: kind, k3: "outcome", v3: string(oc)})
+		o.outcome[oc] = in.opt(labels{queue: key.queue, kind: key.kind, k3: "outcome", v3: string(oc)})
 	}
 	in.byJobMu.Lock()
+	defer in.byJobMu.Unlock()
+	if prev := in.byJob[key]; prev != nil { // built meanwhile by another attempt
+		return prev
+	}
 	in.byJob[key] = o
-	in.byJobMu.Unlock()
 	return o
 }
 
@@ -340,55 +378,180 @@ func (in *Instrumentation) WorkMiddleware() pgqueue.WorkMiddleware {
 	return pgqueue.WorkMiddlewareFunc(in.work)
 }
 
+// work is the work middleware. It measures the attempt and queues what
+// to record (see pend); its frame, and what it calls before next, are
+// kept small: the executor's goroutine runs jobs on a stack the garbage
+// collector shrinks at each cycle, and a middleware that takes the
+// handler, or the metrics SDK's recording, past it makes the runtime copy
+// the stack again for the next job. A burn-down measured that copy at
+// more than the metrics themselves.
 func (in *Instrumentation) work(ctx context.Context, job *pgqueue.JobRow, next func(context.Context) error) error {
-	o := in.jobOpts(job.Queue, job.Kind)
-	qk := o.qk
-	if !job.AttemptedAt.IsZero() && !job.RunAt.IsZero() {
-		// Both by the database clock: no skew with this host.
-		in.wait.Record(ctx, max(job.AttemptedAt.Sub(job.RunAt), 0).Seconds(), qk.rec...)
-	}
-	var span trace.Span
 	if in.tracer != nil {
-		ctx, span = in.tracer.Start(ctx, o.spanName, consumer)
-	}
-	recording := span != nil && span.IsRecording()
-	if recording {
-		// Built only for a span that keeps them: with tracing off (a no-op
-		// provider, or not sampled) they would be most of the cost per job.
-		span.SetAttributes(
-			attribute.String("messaging.system", "pgqueue"),
-			attribute.String("messaging.destination.name", job.Queue),
-			attribute.String("messaging.message.id", strconv.FormatInt(job.ID, 10)),
-			attribute.String("pgqueue.kind", job.Kind),
-			attribute.Int("pgqueue.attempt", job.Attempt),
-		)
-		if link, ok := in.enqueuer(ctx, job.Meta); ok {
-			span.AddLink(trace.Link{SpanContext: link})
-		}
+		return in.workTraced(ctx, job, next)
 	}
 	start := time.Now()
 	err := next(ctx)
-	took := time.Since(start).Seconds()
-	outcome := pgqueue.OutcomeOf(ctx, err)
-	oc, ok := o.outcome[outcome]
-	if !ok {
-		oc = in.opt(labels{queue: job.Queue, kind: job.Kind, k3: "outcome", v3: string(outcome)})
+	in.pend(in.attempt(ctx, job, start, err))
+	return err
+}
+
+// attemptRecord is what an attempt records: its queue wait (negative for
+// none), run time and outcome.
+type attemptRecord struct {
+	o          *jobOpts
+	outcome    pgqueue.Outcome
+	wait, took float64
+}
+
+// flushAt is how many attempts pend before the one that fills the
+// buffer records them all.
+const flushAt = 256
+
+// attempt measures an attempt that started at start and returned err.
+//
+//go:noinline
+func (in *Instrumentation) attempt(ctx context.Context, job *pgqueue.JobRow, start time.Time, err error) attemptRecord {
+	r := attemptRecord{took: time.Since(start).Seconds(), wait: -1,
+		o: in.jobOpts(job.Queue, job.Kind), outcome: pgqueue.OutcomeOf(ctx, err)}
+	if !job.AttemptedAt.IsZero() && !job.RunAt.IsZero() {
+		// Both by the database clock: no skew with this host.
+		r.wait = max(job.AttemptedAt.Sub(job.RunAt), 0).Seconds()
 	}
-	in.run.Record(ctx, took, oc.rec...)
-	if outcome == pgqueue.OutcomeFailed {
-		in.failed.Add(ctx, 1, qk.add...)
+	return r
+}
+
+// pend queues an attempt's record; the attempt that fills the buffer
+// records the buffer, and every collection records what is pending
+// first (see New), so a reader never misses an attempt that ended
+// before it collected. Recorded in batches, the metrics SDK's deep calls
+// grow one goroutine's stack per flushAt jobs instead of nearly every
+// executor's at every garbage collection (see work).
+//
+//go:noinline
+func (in *Instrumentation) pend(r attemptRecord) {
+	in.pendMu.Lock()
+	if in.pending == nil {
+		in.pending = in.newBuffer()
+	}
+	in.pending = append(in.pending, r)
+	var full []attemptRecord
+	if len(in.pending) >= flushAt {
+		full, in.pending = in.pending, in.newBuffer()
+	}
+	in.pendMu.Unlock()
+	if full != nil {
+		in.recordAll(full)
+	}
+}
+
+// newBuffer returns an empty buffer of pending attempts, a recorded one
+// when there is one; pendMu is held.
+func (in *Instrumentation) newBuffer() []attemptRecord {
+	if n := len(in.spare); n > 0 {
+		b := in.spare[n-1]
+		in.spare = in.spare[:n-1]
+		return b
+	}
+	return make([]attemptRecord, 0, flushAt)
+}
+
+// flush records every pending attempt.
+func (in *Instrumentation) flush() {
+	in.pendMu.Lock()
+	b := in.pending
+	in.pending = nil
+	in.pendMu.Unlock()
+	if len(b) > 0 {
+		in.recordAll(b)
+	}
+}
+
+// recordAll records the attempts of b and keeps b for reuse.
+func (in *Instrumentation) recordAll(b []attemptRecord) {
+	ctx := context.Background()
+	for i := range b {
+		in.record(ctx, &b[i])
+	}
+	clear(b) // drop the pointers
+	in.pendMu.Lock()
+	if len(in.spare) < 4 {
+		in.spare = append(in.spare, b[:0])
+	}
+	in.pendMu.Unlock()
+}
+
+// record records an attempt's queue wait, run time and failure; ctx
+// carries the attempt's span when it is recorded at once, for the SDK's
+// exemplars.
+func (in *Instrumentation) record(ctx context.Context, r *attemptRecord) {
+	o := r.o
+	if r.wait >= 0 {
+		in.wait.Record(ctx, r.wait, o.qk.rec...)
+	}
+	oc, ok := o.outcome[r.outcome]
+	if !ok {
+		oc = in.opt(labels{queue: o.queue, kind: o.kind, k3: "outcome", v3: string(r.outcome)})
+	}
+	in.run.Record(ctx, r.took, oc.rec...)
+	if r.outcome == pgqueue.OutcomeFailed {
+		in.failed.Add(ctx, 1, o.qk.add...)
+	}
+}
+
+// workTraced is work with a tracer: the attempt runs in a consumer span.
+// A sampled attempt records at once, with the span's context, so that the
+// SDK may keep exemplars that point at the span; the others pend.
+//
+//go:noinline
+func (in *Instrumentation) workTraced(ctx context.Context, job *pgqueue.JobRow, next func(context.Context) error) error {
+	ctx, span := in.tracer.Start(ctx, in.jobOpts(job.Queue, job.Kind).spanName, consumer)
+	recording := span.IsRecording()
+	if recording {
+		// Built only for a span that keeps them: with tracing off (a no-op
+		// provider, or not sampled) they would be most of the cost per job.
+		in.describeAttempt(ctx, span, job)
+	}
+	start := time.Now()
+	err := next(ctx)
+	r := in.attempt(ctx, job, start, err)
+	if span.SpanContext().IsSampled() {
+		in.record(ctx, &r)
+	} else {
+		in.pend(r)
 	}
 	if recording {
-		if outcome == pgqueue.OutcomeFailed {
-			span.RecordError(err)
-			span.SetStatus(codes.Error, err.Error())
-		}
-		span.SetAttributes(attribute.String("pgqueue.outcome", string(outcome)))
+		endAttempt(span, r.outcome, err)
 	}
-	if span != nil {
-		span.End()
-	}
+	span.End()
 	return err
+}
+
+// describeAttempt sets the attributes of an attempt's recording span, and
+// its link to the enqueuer's span.
+//
+//go:noinline
+func (in *Instrumentation) describeAttempt(ctx context.Context, span trace.Span, job *pgqueue.JobRow) {
+	span.SetAttributes(
+		attribute.String("messaging.system", "pgqueue"),
+		attribute.String("messaging.destination.name", job.Queue),
+		attribute.String("messaging.message.id", strconv.FormatInt(job.ID, 10)),
+		attribute.String("pgqueue.kind", job.Kind),
+		attribute.Int("pgqueue.attempt", job.Attempt),
+	)
+	if link, ok := in.enqueuer(ctx, job.Meta); ok {
+		span.AddLink(trace.Link{SpanContext: link})
+	}
+}
+
+// endAttempt sets the outcome on an attempt's recording span.
+//
+//go:noinline
+func endAttempt(span trace.Span, outcome pgqueue.Outcome, err error) {
+	if outcome == pgqueue.OutcomeFailed {
+		span.RecordError(err)
+		span.SetStatus(codes.Error, err.Error())
+	}
+	span.SetAttributes(attribute.String("pgqueue.outcome", string(outcome)))
 }
 
 // enqueuer reads the trace context the insert middleware stored in meta.
