@@ -290,36 +290,16 @@ func (r *RenewedLease) Context() context.Context { return r.ctx }
 // renew keeps the lease until Release, or until it is lost.
 func (r *RenewedLease) renew() {
 	defer close(r.done)
-	tick := time.NewTicker(r.opts.RenewInterval)
-	defer tick.Stop()
-	// stopAt is when the holder must stop acting if no renewal succeeds.
-	stopAt := time.NewTimer(time.Until(r.lease.ValidUntil().Add(-r.opts.SafetyMargin)))
-	defer stopAt.Stop()
-	for {
-		select {
-		case <-r.stop:
-			return
-		case <-stopAt.C:
-			r.lost(fmt.Errorf("lease lock %q fence %d: about to expire unrenewed: %w", r.lease.Name(), r.lease.Fence(), ErrLost))
-			return
-		case <-tick.C:
-		}
-		// A renewal that hangs must not run past the time to stop acting.
-		deadline := time.Now().Add(r.opts.RenewInterval)
-		if stop := r.lease.ValidUntil().Add(-r.opts.SafetyMargin); stop.Before(deadline) {
-			deadline = stop
-		}
-		ctx, cancel := context.WithDeadline(r.ctx, deadline)
-		err := r.lease.Renew(ctx)
-		cancel()
-		switch {
-		case err == nil:
-			stopAt.Reset(time.Until(r.lease.ValidUntil().Add(-r.opts.SafetyMargin)))
-		case errors.Is(err, ErrLost):
-			r.lost(err)
-			return
-		}
-		// Other errors: try again at the next tick, until stopAt.
+	what := fmt.Sprintf("lease lock %q fence %d", r.lease.Name(), r.lease.Fence())
+	err := locks.KeepRenewed(r.ctx, r.stop, what, r.lease.ValidUntil(), r.opts.RenewInterval, r.opts.SafetyMargin,
+		func(ctx context.Context) (time.Time, error) {
+			if err := r.lease.Renew(ctx); err != nil {
+				return time.Time{}, err
+			}
+			return r.lease.ValidUntil(), nil
+		})
+	if err != nil {
+		r.lost(err)
 	}
 }
 

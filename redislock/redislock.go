@@ -157,9 +157,8 @@ type Lock struct {
 	stop   chan struct{} // closed by Release
 	done   chan struct{} // closed when renew returns
 	once   sync.Once
-	// validUntil is by this process's monotonic clock: when the last
-	// successful acquire or renew was sent, plus the TTL. Only renew
-	// touches it until done is closed.
+	// validUntil is by this process's monotonic clock: when the acquire
+	// was sent, plus the TTL. The renewals carry it on from there.
 	validUntil time.Time
 }
 
@@ -176,36 +175,21 @@ func (l *Lock) Context() context.Context { return l.ctx }
 func (l *Lock) renew() {
 	defer close(l.done)
 	o := l.l.opts
-	tick := time.NewTicker(o.RenewInterval)
-	defer tick.Stop()
-	stopAt := time.NewTimer(time.Until(l.validUntil.Add(-o.SafetyMargin)))
-	defer stopAt.Stop()
-	var lastErr error
-	for {
-		select {
-		case <-l.stop:
-			return
-		case <-stopAt.C:
-			l.cancel(fmt.Errorf("redis lock %q fence %d: no renewal got through within the TTL: %w (last: %w)", l.l.name, l.fence, ErrLost, lastErr))
-			return
-		case <-tick.C:
-		}
-		sent := time.Now()
-		// A renewal that hangs must not run past the time to stop acting.
-		deadline := min(sent.Add(o.RenewInterval).UnixNano(), l.validUntil.Add(-o.SafetyMargin).UnixNano())
-		ctx, cancel := context.WithDeadline(l.ctx, time.Unix(0, deadline))
-		n, err := renewScript.Run(ctx, l.l.client, []string{l.l.key}, l.token, o.TTL.Milliseconds()).Int64()
-		cancel()
-		switch {
-		case err != nil:
-			lastErr = err // try again at the next tick, until stopAt
-		case n == 0:
-			l.cancel(fmt.Errorf("redis lock %q fence %d: key expired or taken: %w", l.l.name, l.fence, ErrLost))
-			return
-		default:
-			l.validUntil = sent.Add(o.TTL)
-			stopAt.Reset(time.Until(l.validUntil.Add(-o.SafetyMargin)))
-		}
+	what := fmt.Sprintf("redis lock %q fence %d", l.l.name, l.fence)
+	err := locks.KeepRenewed(l.ctx, l.stop, what, l.validUntil, o.RenewInterval, o.SafetyMargin,
+		func(ctx context.Context) (time.Time, error) {
+			sent := time.Now()
+			n, err := renewScript.Run(ctx, l.l.client, []string{l.l.key}, l.token, o.TTL.Milliseconds()).Int64()
+			switch {
+			case err != nil:
+				return time.Time{}, err
+			case n == 0:
+				return time.Time{}, fmt.Errorf("%s: key expired or taken: %w", what, ErrLost)
+			}
+			return sent.Add(o.TTL), nil
+		})
+	if err != nil {
+		l.cancel(err)
 	}
 }
 
