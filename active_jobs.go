@@ -25,6 +25,8 @@ type activeJob struct {
 	// completedInTx is set by CompleteTx; the executor then checks whether
 	// that transaction committed instead of completing the job again.
 	completedInTx atomic.Bool
+	// ctx is the job's context with its jobContext (see withJobContext).
+	ctx jobValueCtx
 	// cancelRequested is set when JobCancel's request reached this client
 	// (control notification or heartbeat): the handler's context is
 	// cancelled with ErrJobCancelled and an error it returns ends the job
@@ -61,7 +63,13 @@ func (a *activeJobs) at(t time.Time) int64 { return int64(t.Sub(a.epoch)) }
 // add registers a claimed job. sent is when the claim was sent: the
 // database's lease started no earlier, so sent+lease is a safe local end.
 func (a *activeJobs) add(row *JobRow, cancel context.CancelCauseFunc, sent time.Time, lease time.Duration) *activeJob {
-	j := &activeJob{row: row, cancel: cancel}
+	return a.addIn(&activeJob{}, row, cancel, sent, lease)
+}
+
+// addIn is add with the caller's storage for the activeJob, which must be
+// zero: the executor's, allocated with its claimed job.
+func (a *activeJobs) addIn(j *activeJob, row *JobRow, cancel context.CancelCauseFunc, sent time.Time, lease time.Duration) *activeJob {
+	j.row, j.cancel = row, cancel
 	j.leaseEnd.Store(a.at(sent.Add(lease)))
 	a.mu.Lock()
 	a.byID[row.ID] = j

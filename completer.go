@@ -4,11 +4,14 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgtype"
 )
 
 // The result operations of finish.sql.
@@ -36,9 +39,11 @@ type result struct {
 }
 
 // completer gathers job results for a few milliseconds, or up to a batch
-// limit, and writes each batch in one fenced statement. Its input channel
-// is bounded: when writes fall behind, executors wait, their slots stay
-// taken, and producers stop claiming.
+// limit, and writes each batch in one fenced statement. Its input is
+// bounded: when writes fall behind, executors wait, their slots stay
+// taken, and producers stop claiming. Executors append to a shared list
+// and wake the completer only for the first result of a batch and for a
+// full one, not for every result.
 type completer struct {
 	// query runs the write: the pool's Query, or a test hook.
 	query    func(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
@@ -52,14 +57,23 @@ type completer struct {
 	// job lease, after which its jobs are rescued anyway.
 	giveUp time.Duration
 
-	in    chan result
-	quit  chan struct{} // closed by Stop once no executor will send
-	hurry chan struct{} // closed when Stop's context ended: stop retrying
-	done  chan struct{}
-	limit int
-	delay time.Duration
+	// pending holds the results handed over and not yet taken, at most
+	// maxPending (four batches); ready (capacity 1) says it has a first
+	// result or a full batch; space is closed, and replaced, when run
+	// takes results from a full list.
+	mu         sync.Mutex
+	pending    []result
+	maxPending int
+	ready      chan struct{}
+	space      chan struct{}
+	quit       chan struct{} // closed by Stop once no executor will send
+	hurry      chan struct{} // closed when Stop's context ended: stop retrying
+	done       chan struct{}
+	limit      int
+	delay      time.Duration
 	// Buffers of exec, reused batch after batch.
 	ids, fences, delays []int64
+	idsText, fencesText []byte
 	ops                 []string
 	errs, traces        []*string
 	updated             map[int64]bool
@@ -69,19 +83,22 @@ type completer struct {
 // results, gathered for up to delay, with query.
 func newCompleter(base context.Context, query func(ctx context.Context, sql string, args ...any) (pgx.Rows, error), q *queries, outcomes *outcomeReader, log *slog.Logger, limit int, delay, giveUp time.Duration) *completer {
 	return &completer{
-		query:    query,
-		q:        q,
-		outcomes: outcomes,
-		log:      log,
-		obs:      &Observer{},
-		base:     base,
-		giveUp:   giveUp,
-		in:       make(chan result, limit*4),
-		quit:     make(chan struct{}),
-		hurry:    make(chan struct{}),
-		done:     make(chan struct{}),
-		limit:    limit,
-		delay:    delay,
+		query:      query,
+		q:          q,
+		outcomes:   outcomes,
+		log:        log,
+		obs:        &Observer{},
+		base:       base,
+		giveUp:     giveUp,
+		pending:    make([]result, 0, limit*4),
+		maxPending: limit * 4,
+		ready:      make(chan struct{}, 1),
+		space:      make(chan struct{}),
+		quit:       make(chan struct{}),
+		hurry:      make(chan struct{}),
+		done:       make(chan struct{}),
+		limit:      limit,
+		delay:      delay,
 	}
 }
 
@@ -99,19 +116,60 @@ func (k *completer) stop(ctx context.Context) {
 // handler that outlived Stop): then the job stays running until its lease
 // ends and the rescuer takes it.
 func (k *completer) send(r result) {
-	select { // the common case, without a blocking select's cost
-	case k.in <- r:
-		return
-	default:
-	}
-	select {
-	case k.in <- r:
-	case <-k.done:
-		k.log.Warn("pgqueue: job finished after stop; left for rescue", "job", r.row.ID, "kind", r.row.Kind)
-		if r.written != nil {
-			r.written()
+	for {
+		k.mu.Lock()
+		if n := len(k.pending); n < k.maxPending {
+			k.pending = append(k.pending, r)
+			k.mu.Unlock()
+			if n == 0 || n+1 == k.limit { // a first result, or a full batch
+				k.signal()
+			}
+			return
+		}
+		space := k.space
+		k.mu.Unlock()
+		select {
+		case <-space:
+		case <-k.done:
+			k.log.Warn("pgqueue: job finished after stop; left for rescue", "job", r.row.ID, "kind", r.row.Kind)
+			if r.written != nil {
+				r.written()
+			}
+			return
 		}
 	}
+}
+
+// signal wakes run; a wake-up already pending is enough.
+func (k *completer) signal() {
+	select {
+	case k.ready <- struct{}{}:
+	default:
+	}
+}
+
+// waiting is how many results are handed over and not yet taken.
+func (k *completer) waiting() int {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return len(k.pending)
+}
+
+// take moves up to a batch of the oldest waiting results to batch.
+func (k *completer) take(batch []result) []result {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	n := min(len(k.pending), k.limit)
+	batch = append(batch, k.pending[:n]...)
+	full := len(k.pending) == k.maxPending
+	left := copy(k.pending, k.pending[n:])
+	clear(k.pending[left:]) // no stale rows kept alive
+	k.pending = k.pending[:left]
+	if full && n > 0 {
+		close(k.space)
+		k.space = make(chan struct{})
+	}
+	return batch
 }
 
 func (k *completer) run() {
@@ -121,50 +179,38 @@ func (k *completer) run() {
 	timer.Stop()
 	for {
 		select {
-		case r := <-k.in:
-			batch = append(batch, r)
+		case <-k.ready:
 		case <-k.quit:
 			for {
-				select {
-				case r := <-k.in:
-					batch = append(batch, r)
-					if len(batch) == k.limit {
-						k.write(batch)
-						batch = batch[:0]
-					}
-					continue
-				default:
+				if batch = k.take(batch[:0]); len(batch) == 0 {
+					return
 				}
-				break
-			}
-			if len(batch) > 0 {
 				k.write(batch)
 			}
-			return
 		}
-		// Gather for up to delay, or until the batch is full.
-		timer.Reset(k.delay)
-	gather:
-		for len(batch) < k.limit {
-			select { // what is waiting already, without a blocking select's cost
-			case r := <-k.in:
-				batch = append(batch, r)
-				continue
-			default:
+		// Gather for up to delay from the first result, or until the
+		// batch is full (the executor that fills it signals).
+		if k.waiting() < k.limit {
+			timer.Reset(k.delay)
+		gather:
+			for k.waiting() < k.limit {
+				select {
+				case <-k.ready:
+				case <-timer.C:
+					break gather
+				case <-k.quit:
+					// Stop writes at once; it does not wait out the delay.
+					break gather
+				}
 			}
-			select {
-			case r := <-k.in:
-				batch = append(batch, r)
-			case <-timer.C:
-				break gather
-			case <-k.quit:
-				// Stop writes at once; it does not wait out the delay.
-				break gather
-			}
+			timer.Stop()
 		}
-		timer.Stop()
-		k.write(batch)
-		batch = batch[:0]
+		if batch = k.take(batch[:0]); len(batch) > 0 {
+			k.write(batch)
+		}
+		if k.waiting() > 0 { // results came meanwhile: gather them too
+			k.signal()
+		}
 	}
 }
 
@@ -224,7 +270,11 @@ func (k *completer) exec(batch []result) (map[int64]bool, error) {
 		k.errs, k.traces, k.delays = append(k.errs, r.err), append(k.traces, r.trace), append(k.delays, r.delay.Microseconds())
 		allComplete = allComplete && r.op == opComplete
 	}
-	ids, fences := k.ids, k.fences
+	// The statements run in QueryExecModeExec, which sends every parameter
+	// as text: pgx would box each element of an []int64 to write the same
+	// text.
+	k.idsText, k.fencesText = appendInt8Array(k.idsText[:0], k.ids), appendInt8Array(k.fencesText[:0], k.fences)
+	ids, fences := string(k.idsText), string(k.fencesText)
 	query := k.query
 	ctx, cancel := context.WithTimeout(k.base, writeTimeout)
 	defer cancel()
@@ -244,14 +294,51 @@ func (k *completer) exec(batch []result) (map[int64]bool, error) {
 	}
 	updated := k.updated
 	clear(updated)
+	var id int64
+	// The ids come as text (QueryExecModeExec asks for no binary results):
+	// read them without pgx's scan, which allocates.
+	fds := rows.FieldDescriptions()
+	textIDs := len(fds) == 1 && fds[0].Format == pgtype.TextFormatCode
 	for rows.Next() {
-		var id int64
-		if err := rows.Scan(&id); err != nil {
-			return nil, err
+		var ok bool
+		if v := rows.RawValues(); textIDs && len(v) == 1 {
+			id, ok = parseInt8Text(v[0])
+		}
+		if !ok {
+			if err := rows.Scan(&id); err != nil {
+				return nil, err
+			}
 		}
 		updated[id] = true
 	}
 	return updated, rows.Err()
+}
+
+// appendInt8Array appends the text form of a bigint[] holding vs.
+func appendInt8Array(b []byte, vs []int64) []byte {
+	b = append(b, '{')
+	for i, v := range vs {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = strconv.AppendInt(b, v, 10)
+	}
+	return append(b, '}')
+}
+
+// parseInt8Text parses a bigint in text format; ok is false for anything
+// else (a binary value, NULL, a sign).
+func parseInt8Text(b []byte) (n int64, ok bool) {
+	if len(b) == 0 || len(b) > 18 { // 18 digits cannot overflow
+		return 0, false
+	}
+	for _, c := range b {
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		n = n*10 + int64(c-'0')
+	}
+	return n, true
 }
 
 // unfinished reads the batch's jobs back and returns those still running

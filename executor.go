@@ -25,6 +25,9 @@ type claimedJob struct {
 	// added (a span): the job's log records use it, so trace ids reach
 	// them. Nil when no handler ran.
 	handlerCtx context.Context
+	// active is the job's entry in the registry of running jobs, kept
+	// here so that one allocation (the producer's, per claim) holds both.
+	active activeJob
 }
 
 // executor runs claimed jobs: it gives each a context, a timeout and the
@@ -70,7 +73,7 @@ func (e *executor) execute(cj *claimedJob) {
 	}
 	ctx, cancel := context.WithCancelCause(e.jobParent)
 	defer cancel(nil)
-	job := e.active.add(row, cancel, cj.sent, e.jobLease)
+	job := e.active.addIn(&cj.active, row, cancel, cj.sent, e.jobLease)
 	ctx = e.jobContext(ctx, job)
 	if w == nil {
 		e.active.remove(job)
@@ -113,10 +116,6 @@ func (e *executor) execute(cj *claimedJob) {
 	cancelTimeout()
 	e.active.remove(job)
 
-	var (
-		cancelErr *jobCancelError
-		snoozeErr *jobSnoozeError
-	)
 	switch {
 	case job.completedInTx.Load() && e.outcomes.landed(row):
 		// The handler's CompleteTx committed: nothing left to write.
@@ -143,18 +142,28 @@ func (e *executor) execute(cj *claimedJob) {
 	case e.stopping.Err() != nil:
 		// Cancelled because the client is stopping: not the job's fault.
 		record(result{row: row, op: opRelease})
-	case errors.As(err, &cancelErr):
+	case isType[*jobCancelError](err):
+		cancelErr, _ := errors.AsType[*jobCancelError](err)
 		msg := cancelErr.err.Error()
 		e.log.InfoContext(cj.logContext(ctx), "pgqueue: job cancelled", "job", row.ID, "kind", row.Kind, "queue", row.Queue,
 			"attempt", row.Attempt, "requested", false, "err", msg)
 		record(result{row: row, op: opCancel, err: &msg})
-	case errors.As(err, &snoozeErr):
+	case isType[*jobSnoozeError](err):
+		snoozeErr, _ := errors.AsType[*jobSnoozeError](err)
 		record(result{row: row, op: opSnooze, delay: snoozeErr.after})
 	default:
 		r := e.failure(ctx, row, w, err, trace)
 		e.logFailure(cj.logContext(ctx), row, err, &r)
 		record(r)
 	}
+}
+
+// isType reports whether err's chain holds an E (errors.AsType, as a
+// condition: the executor's switch declares no variable for it to escape
+// to the heap in every job).
+func isType[E error](err error) bool {
+	_, ok := errors.AsType[E](err)
+	return ok
 }
 
 // logContext is the context a job's log records take: the handler's, if

@@ -12,9 +12,26 @@ type jobContext struct {
 
 type jobContextKey struct{}
 
+// jobValueCtx is ctx carrying a running job's jobContext, as
+// context.WithValue would, but kept inside the job's activeJob: two
+// allocations less per job.
+type jobValueCtx struct {
+	context.Context
+	jc jobContext
+}
+
+// Value returns the job's jobContext for jobContextKey, else ctx's value.
+func (c *jobValueCtx) Value(key any) any {
+	if _, ok := key.(jobContextKey); ok {
+		return &c.jc
+	}
+	return c.Context.Value(key)
+}
+
 // withJobContext returns ctx carrying the client and claim of a running job.
 func withJobContext(ctx context.Context, c *Client, j *activeJob) context.Context {
-	return context.WithValue(ctx, jobContextKey{}, &jobContext{client: c, job: j})
+	j.ctx = jobValueCtx{Context: ctx, jc: jobContext{client: c, job: j}}
+	return &j.ctx
 }
 
 // jobContextFrom returns what withJobContext put in ctx, or nil.

@@ -1,8 +1,11 @@
 package pgqueue
 
 import (
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
+	"math"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
@@ -15,15 +18,28 @@ func scanJobRow(row pgx.CollectableRow) (*JobRow, error) {
 	return s.scan(row)
 }
 
-// collectJobRows reads all the rows of a claim with one jobScanner.
+// collectJobRows reads all the rows of a claim with one jobScanner. When
+// the columns come in pgx's binary formats with pgx's standard codecs (as
+// they do from claim.sql), it decodes them itself (see fastScan); any other
+// result, and any row with a value it does not expect, takes pgx's scan.
 func collectJobRows(rows pgx.Rows) ([]*JobRow, error) {
 	defer rows.Close()
 	var s jobScanner
 	var out []*JobRow
+	fast, checked := false, false
 	for rows.Next() {
-		j, err := s.scan(rows)
-		if err != nil {
-			return nil, err
+		if !checked {
+			fast, checked = s.fastScanFits(rows), true
+		}
+		var j *JobRow
+		if fast {
+			j = s.fastScan(rows.RawValues())
+		}
+		if j == nil {
+			var err error
+			if j, err = s.scan(rows); err != nil {
+				return nil, err
+			}
 		}
 		out = append(out, j)
 	}
@@ -34,6 +50,16 @@ func collectJobRows(rows pgx.Rows) ([]*JobRow, error) {
 // scratch values and destination list cost their allocations once per
 // claim instead of once per row.
 type jobScanner struct {
+	// Of fastScan: where timestamps are shown (pgx's ScanLocation), the
+	// strings of the last row (most rows of a claim share them), and the
+	// blocks rows and their bytes are cut from.
+	location                                   *time.Location
+	jsonbBinary                                bool
+	lastQueue, lastKind, lastState, lastWorker string
+	rowBlock                                   []JobRow
+	blockSize                                  int
+	byteBlock                                  []byte
+
 	state                                string
 	fence                                pgtype.Int8
 	leaseUntil, attemptedAt, finalizedAt pgtype.Timestamptz
@@ -73,4 +99,225 @@ func (s *jobScanner) scanAfter(row pgx.Row, lead ...any) (*JobRow, error) {
 		return nil, fmt.Errorf("decode errors of job %d: %w", j.ID, err)
 	}
 	return j, nil
+}
+
+// The columns of claim.sql's RETURNING list, in order, with the types
+// fastScan decodes them as.
+var jobColumnOIDs = [...]uint32{
+	pgtype.Int8OID, pgtype.TextOID, pgtype.TextOID, pgtype.JSONBOID, pgtype.Int2OID, pgtype.TextOID,
+	pgtype.Int4OID, pgtype.Int4OID, pgtype.TimestamptzOID, pgtype.Int8OID, pgtype.TimestamptzOID,
+	pgtype.TextOID, pgtype.JSONBOID, pgtype.TextArrayOID, pgtype.JSONBOID, pgtype.TimestamptzOID,
+	pgtype.TimestamptzOID, pgtype.TimestamptzOID, pgtype.TextOID,
+}
+
+// fastScanFits reports whether fastScan can decode the rows of this
+// result: every column of the expected type, in binary, decoded by pgx's
+// standard codec (a connection may register others). It takes pgx's
+// ScanLocation for timestamps.
+func (s *jobScanner) fastScanFits(rows pgx.Rows) bool {
+	fds := rows.FieldDescriptions()
+	conn := rows.Conn()
+	if len(fds) != len(jobColumnOIDs) || conn == nil {
+		return false
+	}
+	m := conn.TypeMap()
+	for i, fd := range fds {
+		if fd.DataTypeOID != jobColumnOIDs[i] {
+			return false
+		}
+		// pgx asks for text and jsonb as text, the others in binary.
+		switch fd.DataTypeOID {
+		case pgtype.TextOID:
+		case pgtype.JSONBOID:
+			s.jsonbBinary = fd.Format == pgtype.BinaryFormatCode // the same for every jsonb column
+		default:
+			if fd.Format != pgtype.BinaryFormatCode {
+				return false
+			}
+		}
+		t, ok := m.TypeForOID(fd.DataTypeOID)
+		if !ok {
+			return false
+		}
+		switch c := t.Codec.(type) {
+		case pgtype.Int8Codec, pgtype.Int4Codec, pgtype.Int2Codec, pgtype.TextCodec, *pgtype.JSONBCodec:
+		case *pgtype.TimestamptzCodec:
+			s.location = c.ScanLocation
+		case *pgtype.ArrayCodec:
+			if _, ok := c.ElementType.Codec.(pgtype.TextCodec); !ok {
+				return false
+			}
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// fastScan decodes a claimed row's binary values as pgx's scan into the
+// same fields would, without its per-column plans and with fewer
+// allocations: rows and their bytes are cut from shared blocks, and a
+// string equal to the last row's (queue, kind, state, worker) is reused.
+// It returns nil for a row holding anything out of the ordinary (a NULL
+// where the column is never NULL, an infinite timestamp, tags): pgx's scan
+// reads that row instead, and reports its errors.
+func (s *jobScanner) fastScan(v [][]byte) *JobRow {
+	if len(v) != len(jobColumnOIDs) {
+		return nil
+	}
+	// Filled in place in the block, which moves on only on success: a row
+	// left to pgx leaves its slot zero for the next.
+	if len(s.rowBlock) == 0 {
+		// Blocks grow with the claim, so a small claim wastes little.
+		s.blockSize = min(max(2*s.blockSize, 8), 256)
+		s.rowBlock = make([]JobRow, s.blockSize)
+	}
+	j := &s.rowBlock[0]
+	row, ok := s.fastScanInto(j, v)
+	if !ok {
+		*j = JobRow{}
+		return nil
+	}
+	s.rowBlock = s.rowBlock[1:]
+	return row
+}
+
+// fastScanInto is fastScan's decoding into j.
+func (s *jobScanner) fastScanInto(j *JobRow, v [][]byte) (*JobRow, bool) {
+	var ok bool
+	if j.ID, ok = int8Value(v[0]); !ok {
+		return nil, false
+	}
+	if v[1] == nil || v[2] == nil || v[5] == nil {
+		return nil, false
+	}
+	j.Queue, s.lastQueue = reuseString(v[1], s.lastQueue)
+	j.Kind, s.lastKind = reuseString(v[2], s.lastKind)
+	var state string
+	state, s.lastState = reuseString(v[5], s.lastState)
+	j.State = JobState(state)
+	if len(v[4]) != 2 || len(v[6]) != 4 || len(v[7]) != 4 {
+		return nil, false
+	}
+	j.Priority = int16(binary.BigEndian.Uint16(v[4]))
+	j.Attempt = int(int32(binary.BigEndian.Uint32(v[6])))
+	j.MaxAttempts = int(int32(binary.BigEndian.Uint32(v[7])))
+	if v[9] != nil {
+		if j.Fence, ok = int8Value(v[9]); !ok {
+			return nil, false
+		}
+	}
+	if v[11] != nil {
+		j.WorkerID, s.lastWorker = reuseString(v[11], s.lastWorker)
+	}
+	if v[18] != nil {
+		j.SingletonKey = string(v[18])
+	}
+	// NOT NULL columns; the nullable ones are zero when NULL.
+	if j.RunAt, ok = s.timeValue(v[8], false); !ok {
+		return nil, false
+	}
+	if j.CreatedAt, ok = s.timeValue(v[15], false); !ok {
+		return nil, false
+	}
+	if j.LeaseUntil, ok = s.timeValue(v[10], true); !ok {
+		return nil, false
+	}
+	if j.AttemptedAt, ok = s.timeValue(v[16], true); !ok {
+		return nil, false
+	}
+	if j.FinalizedAt, ok = s.timeValue(v[17], true); !ok {
+		return nil, false
+	}
+	// An empty text[]: 0 dimensions, no nulls, the element type.
+	if len(v[13]) != 12 || binary.BigEndian.Uint32(v[13]) != 0 {
+		return nil, false
+	}
+	j.Tags = []string{} // as pgx scans it; no allocation
+	args, meta, errs := s.jsonbText(v[3]), s.jsonbText(v[14]), s.jsonbText(v[12])
+	if args == nil || meta == nil || errs == nil {
+		return nil, false
+	}
+	if string(errs) != "[]" {
+		if err := json.Unmarshal(errs, &j.Errors); err != nil {
+			return nil, false // pgx's scan reports it
+		}
+	}
+	j.EncodedArgs, j.Meta = s.bytes(args), s.bytes(meta)
+	return j, true
+}
+
+// bytes returns a copy of b cut from the scanner's block, capacity
+// limited so an append cannot reach the next row's bytes.
+func (s *jobScanner) bytes(b []byte) []byte {
+	if len(b) > cap(s.byteBlock)-len(s.byteBlock) {
+		if len(b) > 1024 {
+			return append([]byte(nil), b...)
+		}
+		s.byteBlock = make([]byte, 0, 16<<10)
+	}
+	n := len(s.byteBlock)
+	s.byteBlock = append(s.byteBlock, b...)
+	return s.byteBlock[n : n+len(b) : n+len(b)]
+}
+
+// reuseString returns last if b spells it, else b as a new string; the
+// second result is the string to compare the next row with.
+func reuseString(b []byte, last string) (string, string) {
+	if string(b) == last {
+		return last, last
+	}
+	s := string(b)
+	return s, s
+}
+
+// int8Value decodes a non-NULL binary bigint.
+func int8Value(b []byte) (int64, bool) {
+	if len(b) != 8 {
+		return 0, false
+	}
+	return int64(binary.BigEndian.Uint64(b)), true
+}
+
+// jsonbText is a jsonb value's JSON text, nil for NULL or a binary format
+// it does not know.
+func (s *jobScanner) jsonbText(b []byte) []byte {
+	if !s.jsonbBinary || b == nil {
+		return b
+	}
+	if len(b) < 2 || b[0] != 1 {
+		return nil
+	}
+	return b[1:]
+}
+
+// The limits of pgx's timestamptz decoding, between which it returns
+// time.Unix of the value.
+var (
+	minScanTime      = time.Date(-4713, 11, 24, 0, 0, 0, 0, time.UTC)
+	maxScanTime      = time.Date(294277, 1, 1, 0, 0, 0, 0, time.UTC)
+	pgEpochUnixMicro = time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC).UnixMicro()
+)
+
+// timeValue decodes a binary timestamptz as pgx does (time.Unix, in its
+// ScanLocation if set); NULL is the zero time when nullable.
+func (s *jobScanner) timeValue(b []byte, nullable bool) (time.Time, bool) {
+	if b == nil {
+		return time.Time{}, nullable
+	}
+	if len(b) != 8 {
+		return time.Time{}, false
+	}
+	us := int64(binary.BigEndian.Uint64(b))
+	if us == math.MaxInt64 || us == math.MinInt64 { // infinity
+		return time.Time{}, false
+	}
+	t := time.Unix(pgEpochUnixMicro/1_000_000+us/1_000_000, (us%1_000_000)*1_000)
+	if t.Before(minScanTime) || !t.Before(maxScanTime) {
+		return time.Time{}, false
+	}
+	if s.location != nil {
+		t = t.In(s.location)
+	}
+	return t, true
 }

@@ -25,7 +25,7 @@ type producer struct {
 
 	// claimed feeds the executors, started as needed up to max and kept:
 	// a goroutine per job would grow a fresh stack for every job.
-	claimed        chan claimedJob
+	claimed        chan *claimedJob
 	executors      int
 	executorsEnded sync.WaitGroup
 	idle           atomic.Int32  // executors waiting on claimed
@@ -46,13 +46,13 @@ func newProducer(queue string, maxWorkers int, claims *claimer, exec *executor, 
 		wakeCh: make(chan struct{}, 1),
 		doneCh: make(chan struct{}, 1),
 		// Claims may run up to MaxWorkers ahead (see claimAhead).
-		claimed: make(chan claimedJob, 2*maxWorkers),
+		claimed: make(chan *claimedJob, 2*maxWorkers),
 	}
 }
 
 // dispatch hands a claimed job to an idle executor, starting one if none
 // is idle.
-func (p *producer) dispatch(j claimedJob) {
+func (p *producer) dispatch(j *claimedJob) {
 	if p.idle.Load() == 0 && p.executors < p.max {
 		p.executors++
 		p.executorsEnded.Add(1)
@@ -70,7 +70,7 @@ func (p *producer) runExecutor() {
 		if !ok {
 			return
 		}
-		p.exec.execute(&j)
+		p.exec.execute(j)
 		p.jobDone()
 	}
 }
@@ -109,9 +109,18 @@ func (p *producer) run(ctx context.Context) {
 		if p.claimAged != 0 {
 			r.sent, received = r.sent.Add(-p.claimAged), received.Add(-p.claimAged)
 		}
-		for _, row := range r.jobs {
+		// One allocation per claim for its jobs on their way (and their
+		// entries in the registry of running jobs), not one per job.
+		cjs := make([]claimedJob, len(r.jobs))
+		var w *registeredWorker
+		kind := ""
+		for i, row := range r.jobs {
 			running++
-			j := claimedJob{row: row, sent: r.sent, received: received, w: p.workers.lookup(row.Kind)}
+			if i == 0 || row.Kind != kind { // a claim's rows mostly share a kind
+				w, kind = p.workers.lookup(row.Kind), row.Kind
+			}
+			j := &cjs[i]
+			j.row, j.sent, j.received, j.w = row, r.sent, received, w
 			if j.w != nil {
 				j.job, j.decodeErr = j.w.decode(row)
 			}

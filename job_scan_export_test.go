@@ -1,0 +1,38 @@
+package pgqueue
+
+import (
+	"context"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// ScanJobRowsBothWays runs query, whose columns are claim.sql's RETURNING
+// list, and reads every row with collectJobRows' own decoding (nil for a
+// row it leaves to pgx, or when the result does not fit it) and with pgx's
+// scan, for comparing the two.
+func ScanJobRowsBothWays(ctx context.Context, db interface {
+	Query(context.Context, string, ...any) (pgx.Rows, error)
+}, query string, args ...any) (fast, generic []*JobRow, err error) {
+	rows, err := db.Query(ctx, query, args...)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer rows.Close()
+	var fs, gs jobScanner
+	fits, checked := false, false
+	for rows.Next() {
+		if !checked {
+			fits, checked = fs.fastScanFits(rows), true
+		}
+		var f *JobRow
+		if fits {
+			f = fs.fastScan(rows.RawValues())
+		}
+		g, err := gs.scan(rows)
+		if err != nil {
+			return nil, nil, err
+		}
+		fast, generic = append(fast, f), append(generic, g)
+	}
+	return fast, generic, rows.Err()
+}
