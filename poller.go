@@ -28,11 +28,18 @@ type poller struct {
 	schema *schemaWatch
 }
 
-// run polls until ctx (the client's fetch context) ends.
+// run polls until ctx (the client's fetch context) ends. A poll that
+// keeps failing (the database down) is logged when it starts, every 30 s
+// while it lasts and when it ends, not at every poll.
 func (p *poller) run(ctx context.Context) {
+	failures := newFailureLog(p.log, "pgqueue: poll failed", "pgqueue: poll succeeds again")
 	every(ctx, p.interval, func() {
-		if err := p.poll(ctx); err != nil && ctx.Err() == nil && !errors.Is(err, ErrSchemaOutdated) {
-			p.log.Error("pgqueue: poll failed", "err", err)
+		err := p.poll(ctx)
+		switch {
+		case err == nil:
+			failures.succeeded(ctx)
+		case ctx.Err() == nil && !errors.Is(err, ErrSchemaOutdated):
+			failures.failed(ctx, err)
 		}
 	})
 }
