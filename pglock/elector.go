@@ -94,7 +94,13 @@ func (l *Locker) NewElector(name string, cfg *ElectorConfig) (*Elector, error) {
 // SessionKey returns the advisory key of the election's session lock (see
 // ElectorConfig.SessionFailover), as pg_locks shows it: the Locker's key
 // of "pglock:elector:" and the lease's name.
-func (e *Elector) SessionKey() Key { return e.l.Key(electorLockPrefix + e.name) }
+func (e *Elector) SessionKey() Key { return e.l.Key(ElectorSessionLock(e.name)) }
+
+// ElectorSessionLock returns the name of the session lock an election of
+// lease holds with ElectorConfig.SessionFailover: its key is the
+// Locker's Key of that name. Tools that list advisory locks use it to
+// name them.
+func ElectorSessionLock(lease string) string { return electorLockPrefix + lease }
 
 // Nudge makes a follower try to take the lease now instead of at its next
 // RetryInterval: call it when something run anyway (a poll, a

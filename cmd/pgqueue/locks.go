@@ -24,7 +24,8 @@ Shows the locks that decide who does what:
     with the session behind each (pg_stat_activity: pid, application,
     client address, user): pglock's transaction and session locks,
     singleton jobs' locks (named when a running job carries the key),
-    golang-migrate's lock and any other application's.
+    leaders' session locks ("pglock:elector:<lease>"), golang-migrate's
+    lock and any other application's.
 
 Flags:
 
@@ -129,8 +130,14 @@ func readLocks(ctx context.Context, db querier, q *opsQueries, locker *pglock.Lo
 		return nil, fmt.Errorf("read leases: %w", err)
 	}
 
-	// The names pgqueue knows: running singleton jobs' keys.
+	// The names pgqueue knows: running singleton jobs' keys, and the
+	// session lock of each lease's election (a leader's, with
+	// SessionFailover).
 	names := map[pglock.Key]string{}
+	for _, l := range out.Leases {
+		name := pglock.ElectorSessionLock(l.Name)
+		names[locker.Key(name)] = name
+	}
 	rows, err = db.Query(ctx, q.runningSingletons)
 	if err != nil {
 		return nil, fmt.Errorf("read singleton keys: %w", err)

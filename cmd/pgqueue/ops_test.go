@@ -17,6 +17,7 @@ import (
 	"github.com/pgqueue/pgqueue"
 	"github.com/pgqueue/pgqueue/internal/pgtest"
 	"github.com/pgqueue/pgqueue/internal/schemaversion"
+	"github.com/pgqueue/pgqueue/pglock"
 )
 
 type opsJob struct {
@@ -294,8 +295,11 @@ func TestReadCommands(t *testing.T) {
 		contains(t, out, "every 20ms", opsWorkerID)
 	})
 	t.Run("Locks", func(t *testing.T) {
+		// The worker leads maintenance with SessionFailover (its pool is
+		// direct): its elector holds this session lock.
+		electorLock := pglock.ElectorSessionLock("pgqueue:maintenance")
 		out := cli(t, exitOK, append([]string{"locks"}, db...)...)
-		contains(t, out, "LEASE LOCKS", "pgqueue:maintenance", opsWorkerID, "ADVISORY LOCKS", "singleton:report", "ExclusiveLock")
+		contains(t, out, "LEASE LOCKS", "pgqueue:maintenance", opsWorkerID, "ADVISORY LOCKS", "singleton:report", "ExclusiveLock", electorLock)
 		out = cli(t, exitOK, append([]string{"locks", "--json"}, db...)...)
 		var l locksJSON
 		must(t, json.Unmarshal([]byte(out), &l))
@@ -310,6 +314,13 @@ func TestReadCommands(t *testing.T) {
 		}
 		if !found {
 			t.Errorf("no granted singleton:report lock: %+v", l.Advisory)
+		}
+		found = false
+		for _, a := range l.Advisory {
+			found = found || (a.Name == electorLock && a.Owner == "pgqueue" && a.Granted)
+		}
+		if !found {
+			t.Errorf("no granted %s lock: %+v", electorLock, l.Advisory)
 		}
 	})
 	t.Run("MigrateVersion", func(t *testing.T) {
