@@ -17,17 +17,20 @@ import (
 // attempt through the work middleware and its result through the
 // Observer. cmd otelbench measures it inside a real burn-down.
 func BenchmarkPerJob(b *testing.B) {
-	for _, traced := range []bool{false, true} {
-		name := "Metrics"
-		if traced {
-			name = "MetricsAndTraces"
-		}
-		b.Run(name, func(b *testing.B) {
+	for _, bc := range []struct {
+		name      string
+		traced    bool
+		spanRatio float64
+	}{{"Metrics", false, 0}, {"MetricsAndTraces", true, 0}, {"MetricsAndTracesSpanRatio1", true, 1}} {
+		b.Run(bc.name, func(b *testing.B) {
 			mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(sdkmetric.NewManualReader()))
 			defer mp.Shutdown(context.Background())
-			cfg := &otelpgqueue.Config{MeterProvider: mp}
-			if traced {
-				tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(tracetest.NewNoopExporter()))
+			cfg := &otelpgqueue.Config{MeterProvider: mp, SpanRatio: bc.spanRatio}
+			if bc.traced {
+				// The recommended sampler: a job enqueued outside a
+				// traced request is sampled at 1 % when offered.
+				tp := sdktrace.NewTracerProvider(sdktrace.WithSampler(sdktrace.ParentBased(sdktrace.TraceIDRatioBased(0.01))),
+					sdktrace.WithBatcher(tracetest.NewNoopExporter()))
 				defer tp.Shutdown(context.Background())
 				cfg.TracerProvider = tp
 			}

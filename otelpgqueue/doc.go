@@ -32,11 +32,14 @@
 // # Traces
 //
 // Only with Config.TracerProvider set (nil records no spans, at no cost
-// per job; pass otel.GetTracerProvider() for the global one), each insert runs in a producer span "pgqueue.enqueue", whose trace
-// context is stored in each job's meta under MetaKey. Each attempt runs in
-// a consumer span "pgqueue.work <kind>" linked to that span, so a trace
-// shows the request that enqueued a job and the work it caused, and the
-// handler's own spans are children of the attempt's. The client's log
+// per job; pass otel.GetTracerProvider() for the global one), an insert
+// runs in a producer span "pgqueue.enqueue", whose trace context, when
+// sampled, is stored in each job's meta under MetaKey. An attempt of such
+// a job runs in a consumer span "pgqueue.work <kind>", a child of that
+// span and linked to it, so a trace shows the request that enqueued a job
+// and the work it caused, and the handler's own spans are children of the
+// attempt's. Inserts and attempts with no sampled parent get a span only
+// at Config.SpanRatio (default 0), decided before the SDK is called. The client's log
 // records of an attempt (failed, discarded, panicked, cancelled) take the
 // handler's context: a slog handler that reads trace ids from the context
 // puts the attempt's span on them.

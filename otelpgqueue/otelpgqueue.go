@@ -40,13 +40,28 @@ type Config struct {
 	// MeterProvider makes the meter. Default otel.GetMeterProvider().
 	MeterProvider metric.MeterProvider
 	// TracerProvider makes the tracer; nil records no spans, at no cost
-	// per job (even a no-op provider's spans cost allocations on every
-	// attempt). Pass otel.GetTracerProvider() for the global one.
+	// per job. Pass otel.GetTracerProvider() for the global one. Which
+	// inserts and attempts reach it: see SpanRatio.
 	TracerProvider trace.TracerProvider
 	// Propagator writes the enqueuer's trace context into the job's meta
 	// and reads it back in the run. Default propagation.TraceContext{}:
 	// the global propagator is a no-op unless the program set one.
 	Propagator propagation.TextMapPropagator
+	// SpanRatio is the fraction, 0 to 1, of the inserts and attempts with
+	// no sampled parent that are offered to the tracer; the others never
+	// call it. otelpgqueue decides before the SDK: an insert under a
+	// sampled span, and an attempt whose job was enqueued under one (the
+	// request was traced, so its work is), always get a span (the
+	// attempt's a child of the enqueue span, and linked to it); any
+	// other is chosen by its trace id (of an unsampled parent) or, with
+	// none, by a hash of the job's id (the same choice for each of its
+	// attempts) or a random number (an insert), with no lock and no
+	// allocation. Default 0: only the work of traced requests is traced,
+	// and an attempt nobody traces costs nothing. 1 offers every insert
+	// and attempt to the tracer, whose sampler decides (what happened
+	// before this option); a span offered as a root is still subject to
+	// the provider's root sampler.
+	SpanRatio float64
 }
 
 // Instrumentation records a client's metrics and traces: install it in a
@@ -54,6 +69,11 @@ type Config struct {
 type Instrumentation struct {
 	tracer     trace.Tracer
 	propagator propagation.TextMapPropagator
+	// threshold is SpanRatio as a bound on a 63-bit hash: a span with no
+	// sampled parent is offered to the tracer when its hash is below it.
+	// all is SpanRatio >= 1.
+	threshold uint64
+	all       bool
 
 	enqueued, completed, failed, retried, discarded metric.Int64Counter
 	cancelled, snoozed, released, rescued, refused  metric.Int64Counter
@@ -158,6 +178,11 @@ func New(cfg *Config) (*Instrumentation, error) {
 	}
 	in := &Instrumentation{propagator: c.Propagator,
 		tracer: tracer, attrs: map[labels]*opts{}, byJob: map[queueKind]*jobOpts{}}
+	if c.SpanRatio >= 1 {
+		in.all = true
+	} else if c.SpanRatio > 0 {
+		in.threshold = uint64(c.SpanRatio * (1 << 63))
+	}
 	var errs []error
 	counter := func(name, desc string) metric.Int64Counter {
 		m, err := meter.Int64Counter(name, metric.WithUnit("{job}"), metric.WithDescription(desc))
@@ -328,14 +353,15 @@ func (in *Instrumentation) newJobOpts(key queueKind) *jobOpts {
 var producer = trace.WithSpanKind(trace.SpanKindProducer)
 
 // InsertMiddleware returns the middleware that counts inserted jobs, and
-// wraps each insert in a producer span whose trace context it stores in
-// every job's meta under MetaKey.
+// wraps each insert under a sampled span (or chosen at SpanRatio) in a
+// producer span whose trace context, when sampled, it stores in every
+// job's meta under MetaKey.
 func (in *Instrumentation) InsertMiddleware() pgqueue.InsertMiddleware {
 	return pgqueue.InsertMiddlewareFunc(in.insert)
 }
 
 func (in *Instrumentation) insert(ctx context.Context, jobs []*pgqueue.InsertParams, next func(context.Context) (*pgqueue.InsertResult, error)) error {
-	if in.tracer == nil {
+	if in.tracer == nil || !in.offerInsert(ctx) {
 		res, err := next(ctx)
 		if err == nil {
 			in.countEnqueued(ctx, jobs, res)
@@ -350,7 +376,10 @@ func (in *Instrumentation) insert(ctx context.Context, jobs []*pgqueue.InsertPar
 			span.SetAttributes(attribute.String("messaging.destination.name", jobs[0].Queue), attribute.String("pgqueue.kind", jobs[0].Kind))
 		}
 	}
-	if span.SpanContext().IsValid() {
+	// Stored only when sampled: an unsampled context would cost every
+	// job's meta its bytes, and every attempt a parse, to link to a span
+	// that was never exported.
+	if span.SpanContext().IsSampled() {
 		carrier := propagation.MapCarrier{}
 		in.propagator.Inject(ctx, carrier)
 		if len(carrier) > 0 {
@@ -394,8 +423,9 @@ func (in *Instrumentation) countEnqueued(ctx context.Context, jobs []*pgqueue.In
 var consumer = trace.WithSpanKind(trace.SpanKindConsumer)
 
 // WorkMiddleware returns the middleware that records each attempt's queue
-// wait, run time and failure, and runs it in a consumer span linked to
-// the span that enqueued the job.
+// wait, run time and failure, and runs an attempt whose job was enqueued
+// under a sampled span (or chosen at SpanRatio) in a consumer span, a
+// child of the span that enqueued the job and linked to it.
 func (in *Instrumentation) WorkMiddleware() pgqueue.WorkMiddleware {
 	return pgqueue.WorkMiddlewareFunc(in.work)
 }
@@ -409,7 +439,9 @@ func (in *Instrumentation) WorkMiddleware() pgqueue.WorkMiddleware {
 // more than the metrics themselves.
 func (in *Instrumentation) work(ctx context.Context, job *pgqueue.JobRow, next func(context.Context) error) error {
 	if in.tracer != nil {
-		return in.workTraced(ctx, job, next)
+		if parent, ok := in.offerAttempt(job); ok {
+			return in.workTraced(ctx, parent, job, next)
+		}
 	}
 	start := time.Now()
 	err := next(ctx)
@@ -535,14 +567,20 @@ func (in *Instrumentation) record(ctx context.Context, r *attemptRecord) {
 // A sampled attempt records at once, with the span's context, so that the
 // SDK may keep exemplars that point at the span; the others pend.
 //
+// parent, when valid, is the sampled enqueuer's span: the attempt's span
+// is its child, in the request's trace.
+//
 //go:noinline
-func (in *Instrumentation) workTraced(ctx context.Context, job *pgqueue.JobRow, next func(context.Context) error) error {
+func (in *Instrumentation) workTraced(ctx context.Context, parent trace.SpanContext, job *pgqueue.JobRow, next func(context.Context) error) error {
+	if parent.IsValid() {
+		ctx = trace.ContextWithRemoteSpanContext(ctx, parent)
+	}
 	ctx, span := in.tracer.Start(ctx, in.jobOpts(job.Queue, job.Kind).spanName, consumer)
 	recording := span.IsRecording()
 	if recording {
 		// Built only for a span that keeps them: with tracing off (a no-op
 		// provider, or not sampled) they would be most of the cost per job.
-		in.describeAttempt(ctx, span, job)
+		in.describeAttempt(span, parent, job)
 	}
 	start := time.Now()
 	err := next(ctx)
@@ -560,10 +598,10 @@ func (in *Instrumentation) workTraced(ctx context.Context, job *pgqueue.JobRow, 
 }
 
 // describeAttempt sets the attributes of an attempt's recording span, and
-// its link to the enqueuer's span.
+// its link to the enqueuer's span (parent, when offerAttempt read it).
 //
 //go:noinline
-func (in *Instrumentation) describeAttempt(ctx context.Context, span trace.Span, job *pgqueue.JobRow) {
+func (in *Instrumentation) describeAttempt(span trace.Span, parent trace.SpanContext, job *pgqueue.JobRow) {
 	span.SetAttributes(
 		attribute.String("messaging.system", "pgqueue"),
 		attribute.String("messaging.destination.name", job.Queue),
@@ -571,7 +609,9 @@ func (in *Instrumentation) describeAttempt(ctx context.Context, span trace.Span,
 		attribute.String("pgqueue.kind", job.Kind),
 		attribute.Int("pgqueue.attempt", job.Attempt),
 	)
-	if link, ok := in.enqueuer(ctx, job.Meta); ok {
+	if parent.IsValid() {
+		span.AddLink(trace.Link{SpanContext: parent})
+	} else if link, ok := in.enqueuer(job.Meta); ok {
 		span.AddLink(trace.Link{SpanContext: link})
 	}
 }
@@ -588,7 +628,7 @@ func endAttempt(span trace.Span, outcome pgqueue.Outcome, err error) {
 }
 
 // enqueuer reads the trace context the insert middleware stored in meta.
-func (in *Instrumentation) enqueuer(ctx context.Context, meta []byte) (trace.SpanContext, bool) {
+func (in *Instrumentation) enqueuer(meta []byte) (trace.SpanContext, bool) {
 	if !bytes.Contains(meta, []byte(`"`+MetaKey+`"`)) {
 		return trace.SpanContext{}, false
 	}
@@ -598,7 +638,9 @@ func (in *Instrumentation) enqueuer(ctx context.Context, meta []byte) (trace.Spa
 	if json.Unmarshal(meta, &m) != nil || len(m.Carrier) == 0 {
 		return trace.SpanContext{}, false
 	}
-	sc := trace.SpanContextFromContext(in.propagator.Extract(context.WithoutCancel(ctx), m.Carrier))
+	// From an empty context: from ctx, a carrier the propagator cannot
+	// read would give back the attempt's own span.
+	sc := trace.SpanContextFromContext(in.propagator.Extract(context.Background(), m.Carrier))
 	return sc, sc.IsValid()
 }
 

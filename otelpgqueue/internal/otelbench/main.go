@@ -50,9 +50,10 @@ func main() {
 	rounds := flag.Int("rounds", 3, "rounds of the variants, each round in another order")
 	only := flag.String("variants", "", "comma-separated variants to run (default all)")
 	ratio := flag.Float64("trace-ratio", 0.01, "the sampled-traces variant's TraceIDRatioBased fraction")
+	spanRatio := flag.Float64("span-ratio", 0, "the metrics+traces variant's otelpgqueue Config.SpanRatio (0, the default, as in the library)")
 	profiles := flag.String("cpuprofile", "", "directory for a CPU profile of each run's working phase")
 	flag.Parse()
-	o := options{url: *url, jobs: *jobs, workers: *workers, rounds: *rounds, only: *only, ratio: *ratio, profiles: *profiles}
+	o := options{url: *url, jobs: *jobs, workers: *workers, rounds: *rounds, only: *only, ratio: *ratio, spanRatio: *spanRatio, profiles: *profiles}
 	if err := run(o); err != nil {
 		fmt.Fprintln(os.Stderr, "otelbench:", err)
 		os.Exit(1)
@@ -63,7 +64,7 @@ type options struct {
 	url                   string
 	jobs, workers, rounds int
 	only                  string
-	ratio                 float64
+	ratio, spanRatio      float64
 	profiles              string
 }
 
@@ -108,8 +109,8 @@ func run(o options) error {
 			}
 			return inst.Install, func() { _ = mp.Shutdown(ctx) }, nil
 		}},
-		{"metrics+traces", traced(ctx, sdktrace.ParentBased(sdktrace.TraceIDRatioBased(o.ratio)))},
-		{"metrics+all-spans", traced(ctx, sdktrace.AlwaysSample())},
+		{"metrics+traces", traced(ctx, sdktrace.ParentBased(sdktrace.TraceIDRatioBased(o.ratio)), o.spanRatio)},
+		{"metrics+all-spans", traced(ctx, sdktrace.AlwaysSample(), 1)},
 	}
 	if o.only != "" {
 		var keep []variant
@@ -168,15 +169,16 @@ func run(o options) error {
 	return nil
 }
 
-// traced is a variant with metrics and spans sampled by sampler.
-func traced(ctx context.Context, sampler sdktrace.Sampler) func() (func(*pgqueue.Config) error, func(), error) {
+// traced is a variant with metrics and spans sampled by sampler, of the
+// attempts otelpgqueue offers at spanRatio.
+func traced(ctx context.Context, sampler sdktrace.Sampler, spanRatio float64) func() (func(*pgqueue.Config) error, func(), error) {
 	return func() (func(*pgqueue.Config) error, func(), error) {
 		mp, _, err := otelpgqueue.NewPrometheus()
 		if err != nil {
 			return nil, nil, err
 		}
 		tp := sdktrace.NewTracerProvider(sdktrace.WithSampler(sampler), sdktrace.WithBatcher(tracetest.NewNoopExporter()))
-		inst, err := otelpgqueue.New(&otelpgqueue.Config{MeterProvider: mp, TracerProvider: tp})
+		inst, err := otelpgqueue.New(&otelpgqueue.Config{MeterProvider: mp, TracerProvider: tp, SpanRatio: spanRatio})
 		if err != nil {
 			return nil, nil, err
 		}
