@@ -77,6 +77,12 @@ func (l *Locker) sessionLock(ctx context.Context, name string, opts *SessionLock
 	}
 	cfg := l.sessionConnConfig()
 	k := l.Key(name)
+	if try && guardHeld(newGuardKey(cfg, k)) {
+		// Held in this process, on a connection that passed the probe
+		// with this configuration: busy, without dialing a session (a
+		// backend forked) only to be told so.
+		return nil, fmt.Errorf("session lock %q: %w (held in this process)", name, ErrBusy)
+	}
 	conn, err := pgx.ConnectConfig(ctx, cfg)
 	if err != nil {
 		return nil, dbError(fmt.Sprintf("session lock %q: connect", name), err)

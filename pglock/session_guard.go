@@ -30,6 +30,16 @@ func newGuardKey(cfg *pgx.ConnConfig, k Key) guardKey {
 	return guardKey{host: cfg.Host, port: cfg.Port, database: cfg.Database, key: k}
 }
 
+// guardHeld reports whether a holder in this process has g's guard. A
+// guard is taken only after its connection passed the affinity probe, so
+// a held guard also says that this server is reached directly.
+func guardHeld(g guardKey) bool {
+	guards.mu.Lock()
+	defer guards.mu.Unlock()
+	_, held := guards.held[g]
+	return held
+}
+
 // acquireGuard takes the process-local guard of g: at once or ErrBusy when
 // try, else waiting as long as ctx allows. It returns the release.
 func acquireGuard(ctx context.Context, g guardKey, try bool) (func(), error) {
