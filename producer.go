@@ -28,7 +28,7 @@ type producer struct {
 	claimed        chan *claimedJob
 	executors      int
 	executorsEnded sync.WaitGroup
-	idle           atomic.Int32  // executors waiting on claimed
+	idle           atomic.Int32  // executors done with a job and not yet reserved by dispatch
 	wakeCh         chan struct{} // capacity 1: a pending wake-up
 	// finished counts the jobs finished since the producer last looked;
 	// doneCh (capacity 1) tells it to look. One wake-up per batch of
@@ -53,25 +53,41 @@ func newProducer(queue string, maxWorkers int, claims *claimer, exec *executor, 
 // dispatch hands a claimed job to an idle executor, starting one if none
 // is idle.
 func (p *producer) dispatch(j *claimedJob) {
-	if p.idle.Load() == 0 && p.executors < p.max {
-		p.executors++
-		p.executorsEnded.Add(1)
-		go p.runExecutor()
+	// Each job handed over reserves an idle executor, or starts one. A
+	// count of idle executors alone would let two jobs handed over in a
+	// row count on the same one, and the second would wait, with free
+	// slots, until it was handed back.
+	for {
+		n := p.idle.Load()
+		if n == 0 {
+			if p.executors < p.max {
+				p.executors++
+				p.executorsEnded.Add(1)
+				go p.runExecutor()
+			}
+			break
+		}
+		if p.idle.CompareAndSwap(n, n-1) {
+			break
+		}
 	}
 	p.claimed <- j // buffered to 2*max: never blocks
 }
 
+// runExecutor runs jobs handed over until the queue is closed. It starts
+// for the job that started it; after each job it is idle again, and the
+// next dispatch reserves it. (Once every executor runs, dispatch starts
+// none and the counts no longer matter.)
 func (p *producer) runExecutor() {
 	defer p.executorsEnded.Done()
 	for {
-		p.idle.Add(1)
 		j, ok := <-p.claimed
-		p.idle.Add(-1)
 		if !ok {
 			return
 		}
 		p.exec.execute(j)
 		p.jobDone()
+		p.idle.Add(1)
 	}
 }
 
