@@ -49,6 +49,9 @@ type Config struct {
 	Prune bool
 	// Progress receives the live display; nil for none.
 	Progress io.Writer
+	// ProgressEvery is how often a progress line is written to a
+	// Progress that is not a terminal; default a second.
+	ProgressEvery time.Duration
 	// Instrument, if set, changes the config of the clients that enqueue
 	// and work (otelpgqueue's benchmark installs its instrumentation).
 	Instrument func(c *pgqueue.Config) error
@@ -220,7 +223,7 @@ func BurnDown(ctx context.Context, cfg *Config) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
-	stopProgress := progress(cfg.Progress, "burn-down", func() int64 { return done.Load() }, total)
+	stopProgress := progress(cfg, "burn-down", func() int64 { return done.Load() }, total)
 	m.start()
 	start := time.Now()
 	if err := client.Start(ctx); err != nil {
@@ -278,12 +281,16 @@ func quietLogger() *slogLogger { return newQuietLogger() }
 
 // progress prints done/total every 100 ms on a terminal (one redrawn line)
 // or every second elsewhere, until the returned stop is called.
-func progress(w io.Writer, label string, done func() int64, total int64) (stop func()) {
+func progress(cfg *Config, label string, done func() int64, total int64) (stop func()) {
+	w := cfg.Progress
 	if w == nil {
 		return func() {}
 	}
 	term := isTerminal(w)
 	every := time.Second
+	if cfg.ProgressEvery > 0 {
+		every = cfg.ProgressEvery
+	}
 	if term {
 		every = 100 * time.Millisecond
 	}

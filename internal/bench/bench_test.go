@@ -39,7 +39,9 @@ func TestRuns(t *testing.T) {
 	}
 	t.Cleanup(pool.Close)
 	var progress strings.Builder
-	cfg := &bench.Config{Pool: pool, Jobs: 3000, Workers: 50, RawConns: 2, Filler: 1000, Rate: 500, Duration: time.Second, Progress: &progress}
+	cfg := &bench.Config{Pool: pool, Jobs: 3000, Workers: 50, RawConns: 2, Filler: 1000, Rate: 500, Duration: time.Second, Progress: &progress,
+		// Lines often, so that even a fast machine's runs print some.
+		ProgressEvery: 20 * time.Millisecond}
 
 	if err := bench.Prepare(ctx, cfg); err != nil {
 		t.Fatal(err)

@@ -195,7 +195,7 @@ func BurnDownProcesses(ctx context.Context, cfg *Config, command ChildCommand) (
 	written := make([]int64, n)
 	var sum atomic.Int64
 	total := int64(cfg.Jobs)
-	stopProgress := progress(cfg.Progress, fmt.Sprintf("burn-down, %d processes", n), sum.Load, total)
+	stopProgress := progress(cfg, fmt.Sprintf("burn-down, %d processes", n), sum.Load, total)
 	server.mark()
 	start := time.Now()
 	if err := tell(childGo); err != nil {

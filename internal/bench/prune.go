@@ -103,7 +103,7 @@ func Prune(ctx context.Context, cfg *Config) (PruneResult, error) {
 		_ = cfg.Pool.QueryRow(ctx, q.deletedRows).Scan(&n)
 		return n - deleted0
 	}
-	stopProgress := progress(cfg.Progress, "prune (rows by the statistics, a second behind)", deleted, int64(cfg.PruneBacklog))
+	stopProgress := progress(cfg, "prune (rows by the statistics, a second behind)", deleted, int64(cfg.PruneBacklog))
 	start := time.Now()
 	if err := client.Start(ctx); err != nil {
 		stopProgress()

@@ -55,7 +55,7 @@ func RawBurnDown(ctx context.Context, cfg *Config) (Result, error) {
 	}
 	defer m.close()
 	var done atomic.Int64
-	stopProgress := progress(cfg.Progress, "raw burn-down", done.Load, int64(cfg.Jobs))
+	stopProgress := progress(cfg, "raw burn-down", done.Load, int64(cfg.Jobs))
 	m.start()
 	start := time.Now()
 	var wg sync.WaitGroup

@@ -144,7 +144,7 @@ func Sustained(ctx context.Context, cfg *Config) (Result, error) {
 	if err := client.Start(ctx); err != nil {
 		return Result{}, err
 	}
-	stopProgress := progress(cfg.Progress, "sustained", worked.Load, 0)
+	stopProgress := progress(cfg, "sustained", worked.Load, 0)
 
 	const tick = 10 * time.Millisecond
 	opts := &pgqueue.InsertOpts{Queue: queue}
