@@ -2,8 +2,15 @@ package pgqueue
 
 import (
 	"context"
+	"errors"
+	"log/slog"
+	"sync/atomic"
 	"time"
 
+	"github.com/jackc/pgerrcode"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
@@ -18,8 +25,14 @@ type claimer struct {
 	base     context.Context
 	jobLease time.Duration
 	clientID string
-	obs      *Observer    // nil for none
-	schema   *schemaWatch // nil for none
+	// schemaName is Config.Schema, part of the claim lock's key.
+	schemaName string
+	log        *slog.Logger
+	// lockWaits counts the claims that gave up waiting for the claim
+	// lock; lastLockWarn is when that was last logged (UnixNano).
+	lockWaits, lastLockWarn atomic.Int64
+	obs                     *Observer    // nil for none
+	schema                  *schemaWatch // nil for none
 }
 
 // claim takes up to limit available jobs of queue, each with a new fence
@@ -30,11 +43,11 @@ func (c *claimer) claim(queue string, limit int) ([]*JobRow, error) {
 	}
 	ctx, cancel := context.WithTimeout(c.base, writeTimeout)
 	defer cancel()
-	rows, err := c.pool.Query(ctx, c.q.claim, queue, limit, c.jobLease.Microseconds(), c.clientID)
-	if err != nil {
-		return nil, c.schema.observe(ctx, dbError("claim "+queue, err))
+	jobs, err := c.claimLocked(ctx, queue, limit)
+	if errors.Is(err, errClaimLockTimeout) {
+		c.warnLockTimeout(queue)
+		jobs, err = c.claimUnlocked(ctx, queue, limit)
 	}
-	jobs, err := collectJobRows(rows)
 	if err != nil {
 		return nil, c.schema.observe(ctx, dbError("claim "+queue, err))
 	}
@@ -43,4 +56,60 @@ func (c *claimer) claim(queue string, limit int) ([]*JobRow, error) {
 		c.obs.Claimed(queue, len(jobs))
 	}
 	return jobs, nil
+}
+
+// claimLockWait is the longest a claim waits for its queue's claim lock
+// before it claims without it.
+const claimLockWait = time.Second
+
+// errClaimLockTimeout: the claim lock was not granted within claimLockWait.
+var errClaimLockTimeout = errors.New("claim lock not granted in time")
+
+// claimLocked claims under the queue's claim lock: the lock, then the
+// claim, in one round trip and one transaction (sql/claim_lock.sql says
+// why).
+func (c *claimer) claimLocked(ctx context.Context, queue string, limit int) ([]*JobRow, error) {
+	b := &pgx.Batch{}
+	b.Queue(c.q.claimLock, c.schemaName, queue, claimLockWait.Milliseconds())
+	b.Queue(c.q.claim, queue, limit, c.jobLease.Microseconds(), c.clientID)
+	br := c.pool.SendBatch(ctx, b)
+	if _, err := br.Exec(); err != nil {
+		_ = br.Close()
+		if pgErr := (*pgconn.PgError)(nil); errors.As(err, &pgErr) && pgErr.Code == pgerrcode.LockNotAvailable {
+			return nil, errClaimLockTimeout
+		}
+		return nil, err
+	}
+	rows, err := br.Query()
+	if err != nil {
+		_ = br.Close()
+		return nil, err
+	}
+	jobs, err := collectJobRows(rows)
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	return jobs, err
+}
+
+// claimUnlocked claims without the claim lock.
+func (c *claimer) claimUnlocked(ctx context.Context, queue string, limit int) ([]*JobRow, error) {
+	rows, err := c.pool.Query(ctx, c.q.claim, queue, limit, c.jobLease.Microseconds(), c.clientID)
+	if err != nil {
+		return nil, err
+	}
+	return collectJobRows(rows)
+}
+
+// warnLockTimeout says, at most once a minute per client, that a claim
+// found its queue's claim lock held too long.
+func (c *claimer) warnLockTimeout(queue string) {
+	c.lockWaits.Add(1)
+	now := time.Now().UnixNano()
+	last := c.lastLockWarn.Load()
+	if now-last < int64(time.Minute) || !c.lastLockWarn.CompareAndSwap(last, now) {
+		return
+	}
+	c.log.Warn("pgqueue: a claim waited over "+claimLockWait.String()+" for its queue's claim lock and claimed without it; a client may be stalled mid-claim",
+		"queue", queue, "claims_without_lock", c.lockWaits.Load())
 }

@@ -2,13 +2,13 @@ package pgqueue
 
 import "time"
 
-// claimAhead estimates how many running jobs will finish during one claim
-// round trip: the rate jobs finished at between recent claims, times the
-// recent claim latency. Claiming that many beyond the free slots keeps the
-// slots busy while the next claim is in flight, instead of leaving them
-// idle for a round trip per batch. Short jobs are where this pays; for
-// long ones the estimate is near zero, so a client never holds jobs that
-// another client's idle workers could have started much sooner.
+// claimAhead estimates how many jobs a producer's workers will finish over
+// a span of time: the rate jobs finished at between recent claims, times
+// the span. Claiming that many beyond the free slots keeps the slots busy
+// while the next claim is in flight, and lets each claim be a large batch
+// however few workers the process has. Short jobs are where this pays;
+// for long ones the estimate is near zero, so a client never holds jobs
+// that another client's idle workers could have started much sooner.
 type claimAhead struct {
 	finished int       // jobs finished since the last claim was sent
 	lastSent time.Time // when the last claim was sent
@@ -33,7 +33,20 @@ func (a *claimAhead) returned(sent time.Time) {
 	a.latency += aheadSmoothing * (time.Since(sent).Seconds() - a.latency)
 }
 
-// jobs is the number to claim ahead, at most limit.
-func (a *claimAhead) jobs(limit int) int {
-	return min(int(a.rate*a.latency), limit)
+// jobs is the number to claim ahead: those expected to finish during
+// horizon, or during one claim's round trip if that is longer; at most
+// limit.
+func (a *claimAhead) jobs(horizon time.Duration, limit int) int {
+	return min(int(a.rate*max(a.latency, horizon.Seconds())), limit)
+}
+
+// claimAheadMost is the most jobs a producer holds ahead, unless its
+// MaxWorkers is larger.
+const claimAheadMost = 1000
+
+// claimHorizon is the span a producer claims ahead for: Config.ClaimAhead,
+// at most a sixth of the lease, so that jobs held in steady work never
+// wait the JobLease/3 after which they are handed back.
+func claimHorizon(ahead, jobLease time.Duration) time.Duration {
+	return min(ahead, jobLease/6)
 }

@@ -31,7 +31,7 @@ func TestClaimAhead(t *testing.T) {
 	t.Run("NothingAheadBeforeAnyMeasure", func(t *testing.T) {
 		t.Parallel()
 		var a claimAhead
-		if n := a.jobs(1000); n != 0 {
+		if n := a.jobs(0, 1000); n != 0 {
 			t.Fatalf("jobs = %d, want 0", n)
 		}
 		// The first claim only starts the clock: no rate yet.
@@ -51,7 +51,7 @@ func TestClaimAhead(t *testing.T) {
 		if a.rate < 9_900 || a.rate > 10_000 {
 			t.Fatalf("rate %.0f/s, want about 10000/s", a.rate)
 		}
-		if n := a.jobs(10_000); n < 490 || n > 600 {
+		if n := a.jobs(0, 10_000); n < 490 || n > 600 {
 			t.Fatalf("jobs = %d, want about 500", n)
 		}
 	})
@@ -60,7 +60,7 @@ func TestClaimAhead(t *testing.T) {
 		t.Parallel()
 		var a claimAhead
 		steady(&a, 60, 1000, 100*time.Millisecond, 50*time.Millisecond)
-		if n := a.jobs(8); n != 8 {
+		if n := a.jobs(0, 8); n != 8 {
 			t.Fatalf("jobs = %d, want the limit 8", n)
 		}
 	})
@@ -70,7 +70,7 @@ func TestClaimAhead(t *testing.T) {
 		// One job finishes every ten seconds; a claim takes 5 ms.
 		var a claimAhead
 		steady(&a, 60, 1, 10*time.Second, 5*time.Millisecond)
-		if n := a.jobs(1000); n != 0 {
+		if n := a.jobs(0, 1000); n != 0 {
 			t.Fatalf("jobs = %d, want 0 for long jobs", n)
 		}
 	})
@@ -99,10 +99,10 @@ func TestClaimAhead(t *testing.T) {
 		t.Parallel()
 		var a claimAhead
 		steady(&a, 60, 1000, 100*time.Millisecond, 50*time.Millisecond)
-		before := a.jobs(10_000)
+		before := a.jobs(0, 10_000)
 		// Jobs now take a hundred times longer.
 		steady(&a, 60, 10, 100*time.Millisecond, 50*time.Millisecond)
-		if after := a.jobs(10_000); after >= before/50 {
+		if after := a.jobs(0, 10_000); after >= before/50 {
 			t.Fatalf("jobs %d after the slowdown, %d before: estimate did not follow", after, before)
 		}
 	})

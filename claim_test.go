@@ -34,8 +34,8 @@ func TestClaim(t *testing.T) {
 			must(t, err)
 		}
 		// Claim one job at a time, as sql/claim.sql orders them. (A started
-		// client may have two claims in flight, whose replies can arrive in
-		// either order: the order of execution is not the claim order.)
+		// client runs the jobs of a claim concurrently: the order of
+		// execution is not the claim order.)
 		var order []int
 		for range specs {
 			jobs, err := pgqueue.Claim(ctx, c, pgqueue.DefaultQueue, 1)

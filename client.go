@@ -155,9 +155,9 @@ func (c *Client) Start(ctx context.Context) error {
 	exec := c.newExecutor(active, s.completer, outcomes, jobs)
 	// One watch: the poller and the claims stop and start again together.
 	watch := &schemaWatch{pool: c.pool, schema: cfg.Schema, log: cfg.Logger}
-	claims := &claimer{pool: c.pool, q: c.q, base: base, jobLease: cfg.JobLease, clientID: cfg.ID, obs: cfg.Observer, schema: watch}
+	claims := &claimer{pool: c.pool, q: c.q, base: base, jobLease: cfg.JobLease, clientID: cfg.ID, schemaName: cfg.Schema, log: c.log, obs: cfg.Observer, schema: watch}
 	for name, qc := range cfg.Queues {
-		p := newProducer(name, qc.MaxWorkers, claims, exec, cfg.Workers, c.log, cfg.ClaimBatchDelay, c.testHooks.claimAged)
+		p := newProducer(name, qc.MaxWorkers, claims, exec, cfg.Workers, c.log, cfg.ClaimBatchDelay, claimHorizon(cfg.ClaimAhead, cfg.JobLease), c.testHooks.claimAged)
 		s.producers[name] = p
 		s.loops.Add(1)
 		go func() { defer s.loops.Done(); p.run(fetch) }()

@@ -49,6 +49,8 @@ const (
 	DefaultRescueInterval = 5 * time.Second
 	// DefaultClaimBatchDelay is Config.ClaimBatchDelay's default.
 	DefaultClaimBatchDelay = 5 * time.Millisecond
+	// DefaultClaimAhead is Config.ClaimAhead's default.
+	DefaultClaimAhead = 500 * time.Millisecond
 	// DefaultCompleteBatchSize is Config.CompleteBatchSize's default.
 	DefaultCompleteBatchSize = 1000
 	// DefaultCompleteBatchDelay is Config.CompleteBatchDelay's default.
@@ -229,6 +231,21 @@ type Config struct {
 	// Default DefaultClaimBatchDelay; negative means claim at once.
 	ClaimBatchDelay time.Duration
 
+	// ClaimAhead is how much work the producer of a queue with a backlog
+	// holds claimed beyond its running handlers: as many jobs as its
+	// workers finished in that long at their recent rate, at most
+	// max(MaxWorkers, 1000). It sizes claims by the backlog rather than by
+	// free workers, so that several processes with a few workers each
+	// claim in batches as large (and as cheap per job) as one process with
+	// many. The cost: a job held waits its turn unseen by other clients
+	// (a higher priority job arriving meanwhile waits behind up to this
+	// much held work), and its lease is not renewed while it waits; one
+	// that waits longer than JobLease/3 is handed back. Long jobs finish
+	// slowly, so little of them is held. Capped at JobLease/6. Default
+	// DefaultClaimAhead; negative holds only what finishes during one
+	// claim's round trip.
+	ClaimAhead time.Duration
+
 	// CompleteBatchSize is the most job results written in one statement.
 	// Default DefaultCompleteBatchSize.
 	CompleteBatchSize int
@@ -294,6 +311,7 @@ func (c *Config) withDefaults() (*Config, error) {
 	out.MaxOutputSize = cmp.Or(out.MaxOutputSize, DefaultMaxOutputSize)
 	out.CancelGrace = cmp.Or(out.CancelGrace, DefaultCancelGrace)
 	out.ClaimBatchDelay = cmp.Or(out.ClaimBatchDelay, DefaultClaimBatchDelay)
+	out.ClaimAhead = cmp.Or(out.ClaimAhead, DefaultClaimAhead)
 	out.CompleteBatchSize = cmp.Or(out.CompleteBatchSize, DefaultCompleteBatchSize)
 	out.CompleteBatchDelay = cmp.Or(out.CompleteBatchDelay, DefaultCompleteBatchDelay)
 	out.SingletonRetryDelay = cmp.Or(out.SingletonRetryDelay, DefaultSingletonRetryDelay)

@@ -13,13 +13,17 @@ import (
 // an executor goroutine.
 type producer struct {
 	queue   string
-	max     int // MaxWorkers: handlers running at once, and the most one claim takes
+	max     int // MaxWorkers: handlers running at once
 	claims  *claimer
 	exec    *executor
 	workers *Workers
 	log     *slog.Logger
 	// batchDelay is Config.ClaimBatchDelay.
 	batchDelay time.Duration
+	// horizon is how much work to hold claimed ahead with a backlog
+	// (claimHorizon), and aheadMost the most jobs held so.
+	horizon   time.Duration
+	aheadMost int
 	// claimAged, a test hook, makes claims look this much older.
 	claimAged time.Duration
 
@@ -39,14 +43,16 @@ type producer struct {
 
 // newProducer returns the producer of queue, which runs up to maxWorkers
 // handlers at once through exec, claiming with claims.
-func newProducer(queue string, maxWorkers int, claims *claimer, exec *executor, workers *Workers, log *slog.Logger, batchDelay, claimAged time.Duration) *producer {
+func newProducer(queue string, maxWorkers int, claims *claimer, exec *executor, workers *Workers, log *slog.Logger, batchDelay, horizon, claimAged time.Duration) *producer {
+	aheadMost := max(maxWorkers, claimAheadMost)
 	return &producer{
 		queue: queue, max: maxWorkers, claims: claims, exec: exec, workers: workers, log: log,
-		batchDelay: batchDelay, claimAged: claimAged,
+		batchDelay: batchDelay, horizon: horizon, aheadMost: aheadMost, claimAged: claimAged,
 		wakeCh: make(chan struct{}, 1),
 		doneCh: make(chan struct{}, 1),
-		// Claims may run up to MaxWorkers ahead (see claimAhead).
-		claimed: make(chan *claimedJob, 2*maxWorkers),
+		// Jobs handed over and not finished never pass MaxWorkers plus
+		// those claimed ahead (see claimAhead), so sends never block.
+		claimed: make(chan *claimedJob, maxWorkers+aheadMost),
 	}
 }
 
@@ -71,7 +77,7 @@ func (p *producer) dispatch(j *claimedJob) {
 			break
 		}
 	}
-	p.claimed <- j // buffered to 2*max: never blocks
+	p.claimed <- j // buffered to max+aheadMost: never blocks
 }
 
 // runExecutor runs jobs handed over until the queue is closed. It starts
@@ -167,29 +173,40 @@ func (p *producer) run(ctx context.Context) {
 	// for this claim: jobs are waiting that no claim has seen, so it goes
 	// out at once.
 	woken := false
-	var ahead claimAhead
+	var a claimAhead // the rate of finished jobs and claims' latency
 	for {
 		// room is how many jobs a claim may take now: the free slots, and
-		// with a backlog also the jobs expected to finish while a claim is
-		// in flight, so that the next batch is there when they do.
-		limit := p.max
+		// with a backlog also the jobs expected to finish over the claim
+		// horizon (or a claim's round trip), so that the next batch is
+		// there when they do, and claims are large batches however few
+		// the workers.
+		ahead := 0
 		if more {
-			limit += ahead.jobs(p.max)
+			ahead = a.jobs(p.horizon, p.aheadMost)
 		}
-		room := limit - running - reserved
+		room := p.max + ahead - running - reserved
+		// free is how many workers would be idle now without a claim.
+		free := p.max - running - reserved
 		// With a backlog, jobs finishing every few microseconds would make
-		// claims of a few rows each, and every claim is a commit: unless
-		// room is a whole batch, wait up to ClaimBatchDelay from the first
-		// free slot and claim all the room made by then in one statement.
-		if fetchNow && !woken && !refillDue && room > 0 && room < p.max && running > 0 && p.batchDelay > 0 {
-			if !refillArmed {
-				refill.Reset(p.batchDelay)
-				refillArmed = true
+		// claims of a few rows each, and every claim is a commit. So a
+		// claim waits for a whole batch of room (MaxWorkers, or the jobs
+		// held ahead if more): while every worker has a job, it simply
+		// waits; once one would be idle, it waits at most ClaimBatchDelay
+		// from then and claims all the room made by then.
+		if fetchNow && !woken && !refillDue && room > 0 && room < max(p.max, ahead) && running > 0 {
+			switch {
+			case free <= 0:
+				fetchNow = false
+			case p.batchDelay > 0:
+				if !refillArmed {
+					refill.Reset(p.batchDelay)
+					refillArmed = true
+				}
+				fetchNow = false
 			}
-			fetchNow = false
 		}
-		// No claim takes more than MaxWorkers rows; room beyond that goes
-		// to a second claim at once.
+		// No claim takes more than aheadMost (at least MaxWorkers) rows;
+		// room beyond that goes to the next claim.
 		for fetchNow && room > 0 && inflight < maxClaimsInFlight && ctx.Err() == nil {
 			if refillArmed {
 				refill.Stop()
@@ -197,8 +214,8 @@ func (p *producer) run(ctx context.Context) {
 			}
 			refillDue, woken = false, false
 			sent := time.Now()
-			ahead.sending(sent)
-			want := min(room, p.max)
+			a.sending(sent)
+			want := min(room, p.aheadMost)
 			inflight++
 			reserved += want
 			room -= want
@@ -214,7 +231,7 @@ func (p *producer) run(ctx context.Context) {
 		case r := <-results:
 			inflight--
 			reserved -= r.want
-			ahead.returned(r.sent)
+			a.returned(r.sent)
 			if r.err != nil {
 				if !errors.Is(r.err, ErrSchemaOutdated) { // said once by the schema watch
 					p.log.Error("pgqueue: claim failed", "queue", p.queue, "err", r.err)
@@ -230,7 +247,7 @@ func (p *producer) run(ctx context.Context) {
 			// all the free slots.
 			n := int(p.finished.Swap(0))
 			running -= n
-			ahead.finished += n
+			a.finished += n
 			// A wake-up that came while every slot was taken still counts.
 			fetchNow = fetchNow || more
 		case <-p.wakeCh:
@@ -244,9 +261,12 @@ func (p *producer) run(ctx context.Context) {
 }
 
 // maxClaimsInFlight is how many claims a producer may have sent and not yet
-// seen answered. A second claim overlaps the first's round trip when jobs
-// are short; SKIP LOCKED keeps the two from taking the same rows.
-const maxClaimsInFlight = 2
+// seen answered. One: the jobs claimed ahead cover a claim's round trip,
+// and claims of a queue run one at a time anyway (sql/claim_lock.sql). A
+// second claim in flight made four processes of 100 workers cost the
+// server a third more per job (docs/performance.md, "Claims one at a
+// time").
+const maxClaimsInFlight = 1
 
 // claimResult is what a claim sent by a producer brought back.
 type claimResult struct {

@@ -36,9 +36,9 @@ type queries struct {
 	insertUnique, insertManyUnique                  string
 	notify, notifyQueues, notifyDue                 string
 	// work
-	claim, poll, heartbeat, complete, completeMany, finish, jobOutcomes string
-	setIdleTimeout, checkFence                                          string
-	claimID                                                             string // pgqueuetest.WorkJob
+	claim, claimLock, poll, heartbeat, complete, completeMany, finish, jobOutcomes string
+	setIdleTimeout, checkFence                                                     string
+	claimID                                                                        string // pgqueuetest.WorkJob
 	// reading jobs; jobListBy holds job_list.sql expanded per ordering
 	jobGet, jobList string
 	jobListBy       map[jobListKey]string
@@ -63,7 +63,7 @@ func loadQueries(schema string) (*queries, error) {
 		"insert": &q.insert, "insert_many": &q.insertMany, "copy_jobs": &q.copyJobs, "copy_jobs_scheduled": &q.copyJobsScheduled,
 		"insert_unique": &q.insertUnique, "insert_many_unique": &q.insertManyUnique,
 		"notify": &q.notify, "notify_queues": &q.notifyQueues, "notify_due": &q.notifyDue,
-		"claim": &q.claim, "poll": &q.poll, "heartbeat": &q.heartbeat, "complete": &q.complete,
+		"claim": &q.claim, "claim_lock": &q.claimLock, "poll": &q.poll, "heartbeat": &q.heartbeat, "complete": &q.complete,
 		"complete_many": &q.completeMany, "finish": &q.finish, "job_outcomes": &q.jobOutcomes,
 		"set_idle_timeout": &q.setIdleTimeout, "check_fence": &q.checkFence, "claim_id": &q.claimID,
 		"job_cancel": &q.jobCancel,

@@ -67,15 +67,18 @@ Flags:
 	                    full_page_writes off
 	--schema NAME       schema for the run (default "pgqueue_bench")
 	--jobs N            burn-down jobs (default 500000)
-	--workers N         the client's MaxWorkers, which is also the claim
-	                    batch size (default 1000)
+	--workers N         the client's MaxWorkers (default 1000)
+	--claim-ahead D     the clients' Config.ClaimAhead (default: the
+	                    library's; negative: only a claim's round trip)
 	--raw               burn-down: also run the raw-SQL ceiling
 	--raw-conns N       connections the raw run uses (default 2)
 	--processes N       burn-down: N client processes of --workers workers
 	                    each share the work (default 1: in this process)
 	--layouts LIST      burn-down: compare process layouts, each
 	                    PROCESSESxWORKERS, e.g. 1x1000,4x100,8x50, every one
-	                    in child processes; with --rounds, alternating
+	                    in child processes; with --rounds, alternating.
+	                    PROCESSESxWORKERS@D sets that layout's ClaimAhead
+	                    (4x100@-1ns against 4x100@500ms, say)
 	--rounds N          burn-down: run the variants (library and raw, or
 	                    the layouts) N times, the order reversed every other
 	                    round, then print each round's ratios (default 1)
@@ -117,28 +120,49 @@ type benchArgs struct {
 	rounds    int
 	poolConns int
 	unsafe    bool
+	ahead     time.Duration
 	// the pruner
 	rows, pruneBacklog int
 	prune              bool
 	retention          time.Duration
 }
 
-// layout is one way of spreading the work: processes × workers.
-type layout struct{ processes, workers int }
+// layout is one way of spreading the work: processes × workers, and the
+// clients' ClaimAhead if set (ahead).
+type layout struct {
+	processes, workers int
+	ahead              time.Duration
+	aheadSet           bool
+}
 
-func (l layout) String() string { return fmt.Sprintf("%dx%d", l.processes, l.workers) }
+func (l layout) String() string {
+	s := fmt.Sprintf("%dx%d", l.processes, l.workers)
+	if l.aheadSet {
+		s += "@" + l.ahead.String()
+	}
+	return s
+}
 
-// parseLayouts reads "1x1000,4x100".
+// parseLayouts reads "1x1000,4x100,4x100@-1ns".
 func parseLayouts(s string) ([]layout, error) {
 	var out []layout
 	for _, part := range strings.Split(s, ",") {
-		p, w, ok := strings.Cut(strings.TrimSpace(part), "x")
+		spec, ahead, hasAhead := strings.Cut(strings.TrimSpace(part), "@")
+		p, w, ok := strings.Cut(spec, "x")
 		np, err1 := strconv.Atoi(p)
 		nw, err2 := strconv.Atoi(w)
 		if !ok || err1 != nil || err2 != nil || np < 1 || nw < 1 {
-			return nil, usagef("--layouts: %q is not PROCESSESxWORKERS", part)
+			return nil, usagef("--layouts: %q is not PROCESSESxWORKERS[@CLAIMAHEAD]", part)
 		}
-		out = append(out, layout{np, nw})
+		l := layout{processes: np, workers: nw, aheadSet: hasAhead}
+		if hasAhead {
+			d, err := time.ParseDuration(ahead)
+			if err != nil || d == 0 {
+				return nil, usagef("--layouts: %q: the ClaimAhead after @ must be a non-zero duration", part)
+			}
+			l.ahead = d
+		}
+		out = append(out, l)
 	}
 	return out, nil
 }
@@ -164,6 +188,7 @@ func parseBenchArgs(args []string) (benchArgs, error) {
 	layouts := fs.String("layouts", "", "")
 	fs.IntVar(&a.rounds, "rounds", 1, "")
 	fs.IntVar(&a.poolConns, "pool-conns", 0, "")
+	fs.DurationVar(&a.ahead, "claim-ahead", 0, "")
 	fs.BoolVar(&a.unsafe, "unsafe-fsync-off", false, "")
 	pos, err := parseInterspersed(fs, args)
 	switch {
@@ -274,6 +299,7 @@ func runBenchMode(ctx context.Context, a benchArgs, stdout, stderr io.Writer) (e
 		Pool: pool, Schema: a.schema, Jobs: a.jobs, Workers: a.workers, RawConns: a.rawConns,
 		Rate: a.rate, Duration: a.duration, Interval: a.interval, Filler: a.filler, Progress: stderr,
 		PruneBacklog: a.pruneBacklog, Prune: a.prune, Retention: a.retention, PoolConns: a.poolConns,
+		ClaimAhead: a.ahead,
 	}
 	if a.mode == "prune" {
 		cfg.PruneBacklog = a.rows
@@ -370,7 +396,7 @@ func runBurnDown(ctx context.Context, a benchArgs, cfg *bench.Config, connString
 	}
 	layouts := a.layouts
 	if a.processes > 1 {
-		layouts = []layout{{a.processes, a.workers}}
+		layouts = []layout{{processes: a.processes, workers: a.workers}}
 	}
 	if len(layouts) > 0 {
 		command, err := benchChildCommand(connString)
@@ -381,6 +407,9 @@ func runBurnDown(ctx context.Context, a benchArgs, cfg *bench.Config, connString
 			variants = append(variants, burnVariant{l.String(), func(ctx context.Context) (enq, res bench.Result, err error) {
 				lc := *cfg
 				lc.Processes, lc.Workers = l.processes, l.workers
+				if l.aheadSet {
+					lc.ClaimAhead = l.ahead
+				}
 				if lc.PoolConns == 0 {
 					lc.PoolConns = max(6, 16/l.processes)
 				}
@@ -400,7 +429,7 @@ func runBurnDown(ctx context.Context, a benchArgs, cfg *bench.Config, connString
 		if a.raw {
 			variants = append(variants, burnVariant{"raw", raw})
 		}
-		fmt.Fprintf(stdout, "burn-down: %d jobs, %d workers (claim batch %d)\n", a.jobs, a.workers, a.workers)
+		fmt.Fprintf(stdout, "burn-down: %d jobs, %d workers\n", a.jobs, a.workers)
 	}
 
 	type run struct{ enq, res bench.Result }

@@ -58,6 +58,9 @@ type Config struct {
 	// PoolConns, if set, is the size of the pool each timed run opens for
 	// its client; default Pool's MaxConns.
 	PoolConns int
+	// ClaimAhead, if not zero, is the clients' Config.ClaimAhead
+	// (negative: hold only a claim's round trip ahead).
+	ClaimAhead time.Duration
 	// Processes is how many child processes BurnDownProcesses starts,
 	// each a client with Workers workers.
 	Processes int
@@ -262,6 +265,7 @@ func noopClient(cfg *Config, m *meter, worked func(*pgqueue.Job[noopArgs])) (*pg
 		Queues:  map[string]pgqueue.QueueConfig{queue: {MaxWorkers: cfg.Workers}},
 		Logger:  quietLogger(),
 	}
+	pc.ClaimAhead = cfg.ClaimAhead
 	setRetention(pc, cfg.Prune)
 	if cfg.Retention > 0 {
 		pc.CompletedJobRetention, pc.CancelledJobRetention, pc.DiscardedJobRetention = cfg.Retention, cfg.Retention, cfg.Retention

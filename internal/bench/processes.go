@@ -62,6 +62,9 @@ func BurnDownProcesses(ctx context.Context, cfg *Config, command ChildCommand) (
 	if cfg.PoolConns > 0 {
 		args = append(args, "--pool-conns", strconv.Itoa(cfg.PoolConns))
 	}
+	if cfg.ClaimAhead != 0 {
+		args = append(args, "--claim-ahead", cfg.ClaimAhead.String())
+	}
 	type event struct {
 		child   int
 		ready   bool
@@ -257,6 +260,7 @@ func RunChild(ctx context.Context, args []string, databaseURL string, in io.Read
 	fs.StringVar(&cfg.Schema, "schema", "", "")
 	fs.IntVar(&cfg.Workers, "workers", 0, "")
 	fs.IntVar(&cfg.PoolConns, "pool-conns", 0, "")
+	fs.DurationVar(&cfg.ClaimAhead, "claim-ahead", 0, "")
 	fs.StringVar(&app, "app", "", "")
 	if err := fs.Parse(args); err != nil {
 		return err

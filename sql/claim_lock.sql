@@ -1,0 +1,16 @@
+-- claim_lock: take the claim lock of queue $2 in schema $1 until the end of
+-- the transaction, waiting at most $3 milliseconds (lock_timeout, for this
+-- transaction only: set_config runs first, and the wait reads it).
+-- Sent before claim.sql in one implicit transaction (a pipeline with one
+-- Sync), so that claims of a queue run one at a time across every client,
+-- and each claim's snapshot, taken when its statement starts, already sees
+-- the previous claim committed. Concurrent claims instead meet rows that
+-- another claim took after their snapshot: FOR UPDATE follows each to its
+-- new version, locks it, and only then finds it no longer available, so
+-- the claim skips it but keeps the lock until it commits, and the
+-- completion of that running job waits for it. The wait is bounded because
+-- a claim's holder can stall (a client stopped while the server sends it
+-- the claimed rows): the claim then goes ahead without the lock, as claims
+-- did before it. See docs/performance.md, "Claims one at a time".
+SELECT set_config('lock_timeout', $3::bigint::text || 'ms', true),
+       pg_advisory_xact_lock(hashtextextended('pgqueue:claim:' || $1 || ':' || $2, 0))
