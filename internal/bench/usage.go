@@ -192,16 +192,43 @@ func (t *statementTracer) record(name string, d time.Duration) {
 	t.mu.Unlock()
 }
 
+// batchTrace is a batch on its way: when it was sent and its statements.
+type batchTrace struct {
+	at    time.Time
+	names []string
+}
+
 func (t *statementTracer) TraceBatchStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceBatchStartData) context.Context {
-	return ctx
+	return context.WithValue(ctx, traceStart{}, &batchTrace{at: time.Now()})
 }
 
-func (t *statementTracer) TraceBatchQuery(_ context.Context, _ *pgx.Conn, data pgx.TraceBatchQueryData) {
+func (t *statementTracer) TraceBatchQuery(ctx context.Context, _ *pgx.Conn, data pgx.TraceBatchQueryData) {
 	t.n.Add(1)
-	t.record(statementName(data.SQL), 0)
+	if b, ok := ctx.Value(traceStart{}).(*batchTrace); ok {
+		b.names = append(b.names, statementName(data.SQL))
+	}
 }
 
-func (t *statementTracer) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData) {}
+// TraceBatchEnd times the batch's statements: the batch's whole time goes
+// to its last statement (a claim, after its claim lock: what the claim
+// cost), none to the others.
+func (t *statementTracer) TraceBatchEnd(ctx context.Context, _ *pgx.Conn, _ pgx.TraceBatchEndData) {
+	b, ok := ctx.Value(traceStart{}).(*batchTrace)
+	if !ok || len(b.names) == 0 {
+		return
+	}
+	now := time.Now()
+	for i, name := range b.names {
+		var d time.Duration
+		if i == len(b.names)-1 {
+			d = now.Sub(b.at)
+		}
+		t.record(name, d)
+		if name == "claim" && t.claims != nil {
+			t.claims.add(now, d)
+		}
+	}
+}
 
 func (t *statementTracer) TraceCopyFromStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceCopyFromStartData) context.Context {
 	t.n.Add(1)
