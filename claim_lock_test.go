@@ -10,7 +10,8 @@ import (
 	"github.com/pgqueue/pgqueue/internal/testlog"
 )
 
-// A claim takes its queue's claim lock first (sql/claim_lock.sql): while
+// A claim on a queue with a backlog takes the queue's claim lock first
+// (sql/claim_lock.sql): while
 // another session holds the lock, the client's claim waits for it, seen
 // in pg_locks; after a bounded wait it claims without the lock, so a
 // holder that stalls never stops the queue, and the client says so.
@@ -29,7 +30,13 @@ func TestClaimLockHeldElsewhere(t *testing.T) {
 	ws := pgqueue.NewWorkers()
 	must(t, pgqueue.AddWorkerFunc(ws, func(context.Context, *pgqueue.Job[noteArgs]) error { return nil }, nil))
 	b := startClient(t, pool, ws, &pgqueue.Config{Logger: logs.Logger()})
-	job, err := b.client.Enqueue(ctx, noteArgs{N: 1}, nil)
+	// A backlog: the first claim fills its room, so the next ones take
+	// the claim lock.
+	params := make([]pgqueue.EnqueueParams, 50)
+	for i := range params {
+		params[i] = pgqueue.EnqueueParams{Args: noteArgs{N: i}}
+	}
+	_, err = b.client.EnqueueMany(ctx, params)
 	must(t, err)
 
 	waitFor(t, "a claim waiting for the claim lock", func() bool {
@@ -37,7 +44,7 @@ func TestClaimLockHeldElsewhere(t *testing.T) {
 		must(t, pool.QueryRow(ctx, "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted").Scan(&waiting))
 		return waiting > 0
 	})
-	waitState(t, pool, job.ID, "completed")
+	waitFor(t, "every job completed", func() bool { return countJobs(t, pool, "state = 'completed'") == len(params) })
 	// Completed while the lock was still held: claimed without it.
 	var one int
 	must(t, holder.QueryRow(ctx, "SELECT 1").Scan(&one))

@@ -37,7 +37,7 @@ func Pool(c *Client) interface {
 // Claim runs one claim of up to limit jobs of queue, as a producer does.
 func Claim(ctx context.Context, c *Client, queue string, limit int) ([]*JobRow, error) {
 	claims := &claimer{pool: c.pool, q: c.q, base: ctx, jobLease: c.config.JobLease, clientID: c.config.ID}
-	return claims.claim(queue, limit)
+	return claims.claim(queue, limit, false)
 }
 
 // Complete writes the completion of jobs in one fenced statement, as the

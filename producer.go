@@ -220,8 +220,9 @@ func (p *producer) run(ctx context.Context) {
 			reserved += want
 			room -= want
 			fetchNow = room > 0
+			backlog := more
 			go func() {
-				jobs, err := p.claims.claim(p.queue, want)
+				jobs, err := p.claims.claim(p.queue, want, backlog)
 				results <- claimResult{want: want, sent: sent, jobs: jobs, err: err}
 			}()
 		}

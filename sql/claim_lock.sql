@@ -2,7 +2,8 @@
 -- the transaction, waiting at most $3 milliseconds (lock_timeout, for this
 -- transaction only: set_config runs first, and the wait reads it).
 -- Sent before claim.sql in one implicit transaction (a pipeline with one
--- Sync), so that claims of a queue run one at a time across every client,
+-- Sync) when the queue has a backlog, so that claims of a busy queue run
+-- one at a time across every client,
 -- and each claim's snapshot, taken when its statement starts, already sees
 -- the previous claim committed. Concurrent claims instead meet rows that
 -- another claim took after their snapshot: FOR UPDATE follows each to its
