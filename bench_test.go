@@ -26,10 +26,7 @@ func BenchmarkEnqueue(b *testing.B) {
 func BenchmarkEnqueueMany(b *testing.B) {
 	ctx := context.Background()
 	c := newClient(b, newPool(b), nil)
-	params := make([]pgqueue.EnqueueParams, b.N)
-	for i := range params {
-		params[i] = pgqueue.EnqueueParams{Args: noteArgs{N: i}}
-	}
+	params := noteParams(b.N)
 	b.ResetTimer()
 	if _, err := c.EnqueueMany(ctx, params); err != nil {
 		b.Fatal(err)
@@ -98,10 +95,7 @@ func BenchmarkComplete(b *testing.B) {
 }
 
 func enqueueNotes(b *testing.B, c *pgqueue.Client, n int) {
-	params := make([]pgqueue.EnqueueParams, n)
-	for i := range params {
-		params[i] = pgqueue.EnqueueParams{Args: noteArgs{N: i}}
-	}
+	params := noteParams(n)
 	if _, err := c.EnqueueMany(context.Background(), params); err != nil {
 		b.Fatal(err)
 	}
@@ -113,10 +107,7 @@ func BenchmarkWork(b *testing.B) {
 	ctx := context.Background()
 	pool := newPool(b)
 	c := newClient(b, pool, nil)
-	params := make([]pgqueue.EnqueueParams, b.N)
-	for i := range params {
-		params[i] = pgqueue.EnqueueParams{Args: noteArgs{N: i}}
-	}
+	params := noteParams(b.N)
 	if _, err := c.EnqueueMany(ctx, params); err != nil {
 		b.Fatal(err)
 	}

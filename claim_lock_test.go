@@ -3,7 +3,6 @@ package pgqueue_test
 import (
 	"context"
 	"strings"
-	"sync/atomic"
 	"testing"
 
 	"github.com/pgqueue/pgqueue"
@@ -32,10 +31,7 @@ func TestClaimLockHeldElsewhere(t *testing.T) {
 	b := startClient(t, pool, ws, &pgqueue.Config{Logger: logs.Logger()})
 	// A backlog: the first claim fills its room, so the next ones take
 	// the claim lock.
-	params := make([]pgqueue.EnqueueParams, 50)
-	for i := range params {
-		params[i] = pgqueue.EnqueueParams{Args: noteArgs{N: i}}
-	}
+	params := noteParams(50)
 	_, err = b.client.EnqueueMany(ctx, params)
 	must(t, err)
 
@@ -50,35 +46,5 @@ func TestClaimLockHeldElsewhere(t *testing.T) {
 	must(t, holder.QueryRow(ctx, "SELECT 1").Scan(&one))
 	if !strings.Contains(logs.String(), "claimed without it") {
 		t.Fatalf("no warning about the claim lock; logged:\n%s", logs.String())
-	}
-}
-
-// With a backlog of short jobs a producer claims ahead of its free
-// workers (Config.ClaimAhead): claims grow beyond MaxWorkers, so that a
-// process with few workers still claims in large batches.
-func TestClaimsGrowBeyondMaxWorkersWithABacklog(t *testing.T) {
-	t.Parallel()
-	ctx := context.Background()
-	pool := newPool(t)
-	const jobs, maxWorkers = 5_000, 4
-	params := make([]pgqueue.EnqueueParams, jobs)
-	for i := range params {
-		params[i] = pgqueue.EnqueueParams{Args: noteArgs{N: i}}
-	}
-	_, err := newClient(t, pool, nil).EnqueueMany(ctx, params)
-	must(t, err)
-
-	var largest atomic.Int64
-	obs := &pgqueue.Observer{Claimed: func(_ string, n int) {
-		for m := largest.Load(); int64(n) > m && !largest.CompareAndSwap(m, int64(n)); m = largest.Load() {
-		}
-	}}
-	ws := pgqueue.NewWorkers()
-	must(t, pgqueue.AddWorkerFunc(ws, func(context.Context, *pgqueue.Job[noteArgs]) error { return nil }, nil))
-	startClient(t, pool, ws, &pgqueue.Config{Observer: obs,
-		Queues: map[string]pgqueue.QueueConfig{pgqueue.DefaultQueue: {MaxWorkers: maxWorkers}}})
-	waitFor(t, "all jobs completed", func() bool { return countJobs(t, pool, "state = 'completed'") == jobs })
-	if l := largest.Load(); l <= 2*maxWorkers {
-		t.Fatalf("largest claim took %d jobs with MaxWorkers %d and a backlog of %d short jobs: no claiming ahead", l, maxWorkers, jobs)
 	}
 }

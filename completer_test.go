@@ -92,10 +92,7 @@ func TestBatchedResults(t *testing.T) {
 		}
 		return nil
 	}, nil))
-	params := make([]pgqueue.EnqueueParams, 8)
-	for i := range params {
-		params[i] = pgqueue.EnqueueParams{Args: noteArgs{N: i}}
-	}
+	params := noteParams(8)
 	_, err := newClient(t, pool, nil).EnqueueMany(ctx, params)
 	must(t, err)
 	startClient(t, pool, ws, &pgqueue.Config{

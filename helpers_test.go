@@ -33,6 +33,16 @@ type emptyKindArgs struct{}
 
 func (emptyKindArgs) Kind() string { return "" }
 
+// noteParams returns n jobs to enqueue, of args noteArgs{N: 0} to
+// noteArgs{N: n-1}.
+func noteParams(n int) []pgqueue.EnqueueParams {
+	params := make([]pgqueue.EnqueueParams, n)
+	for i := range params {
+		params[i] = pgqueue.EnqueueParams{Args: noteArgs{N: i}}
+	}
+	return params
+}
+
 func must(t testing.TB, err error) {
 	t.Helper()
 	if err != nil {
