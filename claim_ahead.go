@@ -40,9 +40,18 @@ func (a *claimAhead) jobs(horizon time.Duration, limit int) int {
 	return min(int(a.rate*max(a.latency, horizon.Seconds())), limit)
 }
 
-// claimAheadMost is the most jobs a producer holds ahead, unless its
-// MaxWorkers is larger.
-const claimAheadMost = 1000
+// claimAheadMost is the most jobs a producer holds ahead: aheadPerWorker
+// for each of its workers, and never more than claimAheadCap. The bound
+// per worker keeps a process with few workers from taking a small backlog
+// whole while other processes' workers sit idle.
+func claimAheadMost(maxWorkers int) int {
+	return min(aheadPerWorker*maxWorkers, claimAheadCap)
+}
+
+const (
+	aheadPerWorker = 20
+	claimAheadCap  = 1000
+)
 
 // claimHorizon is the span a producer claims ahead for: Config.ClaimAhead,
 // at most a sixth of the lease, so that jobs held in steady work never

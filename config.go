@@ -50,7 +50,7 @@ const (
 	// DefaultClaimBatchDelay is Config.ClaimBatchDelay's default.
 	DefaultClaimBatchDelay = 5 * time.Millisecond
 	// DefaultClaimAhead is Config.ClaimAhead's default.
-	DefaultClaimAhead = 500 * time.Millisecond
+	DefaultClaimAhead = 250 * time.Millisecond
 	// DefaultCompleteBatchSize is Config.CompleteBatchSize's default.
 	DefaultCompleteBatchSize = 1000
 	// DefaultCompleteBatchDelay is Config.CompleteBatchDelay's default.
@@ -233,9 +233,9 @@ type Config struct {
 
 	// ClaimAhead is how much work the producer of a queue with a backlog
 	// holds claimed beyond its running handlers: as many jobs as its
-	// workers finished in that long at their recent rate, at most
-	// max(MaxWorkers, 1000). It sizes claims by the backlog rather than by
-	// free workers, so that several processes with a few workers each
+	// workers finished in that long at their recent rate, at most 20 per
+	// worker and 1,000 (or MaxWorkers, if larger). It sizes claims by the
+	// backlog rather than by free workers, so that several processes with a few workers each
 	// claim in batches as large (and as cheap per job) as one process with
 	// many. The cost: a job held waits its turn unseen by other clients
 	// (a higher priority job arriving meanwhile waits behind up to this

@@ -44,7 +44,7 @@ type producer struct {
 // newProducer returns the producer of queue, which runs up to maxWorkers
 // handlers at once through exec, claiming with claims.
 func newProducer(queue string, maxWorkers int, claims *claimer, exec *executor, workers *Workers, log *slog.Logger, batchDelay, horizon, claimAged time.Duration) *producer {
-	aheadMost := max(maxWorkers, claimAheadMost)
+	aheadMost := max(maxWorkers, claimAheadMost(maxWorkers))
 	return &producer{
 		queue: queue, max: maxWorkers, claims: claims, exec: exec, workers: workers, log: log,
 		batchDelay: batchDelay, horizon: horizon, aheadMost: aheadMost, claimAged: claimAged,

@@ -285,12 +285,14 @@ func TestFaultHungHolderDoesNotBlockRescue(t *testing.T) {
 	// Its handlers spend nearly all their time holding the job's row lock.
 	hung := e.startWorker("w1", faultWorkerOpts{sleepAt: "after-complete", sleepMin: 200 * time.Millisecond, sleepMax: 400 * time.Millisecond})
 	hung.waitReady(t)
-	killed := e.startWorkers(3, faultWorkerOpts{})[0] // w2; w3 and w4 go on working
 
 	// The hung worker is caught first, so its leases run out first: from
-	// then on its jobs are among those every rescue looks at.
+	// then on its jobs are among those every rescue looks at. It works
+	// alone until then: the fast workers, started with it, could empty
+	// the queue before it had done enough to be caught.
 	hungHeld, stopped := e.freeze(hung)
 	t.Cleanup(func() { _ = hung.signal(syscall.SIGCONT) })
+	killed := e.startWorkers(3, faultWorkerOpts{})[0] // w2; w3 and w4 go on working
 	e.freeze(killed)
 	if err := killed.signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
