@@ -144,12 +144,7 @@ func TestMetricsAndTraces(t *testing.T) {
 	ctx := t.Context()
 	pool := pgqueuetest.NewPool(t)
 
-	reader := sdkmetric.NewManualReader()
-	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
-	t.Cleanup(func() { _ = mp.Shutdown(context.Background()) })
-	spans := tracetest.NewInMemoryExporter()
-	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(spans))
-	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
+	reader, mp, spans, tp := newProviders(t, sdktrace.ParentBased(sdktrace.AlwaysSample())) // the SDK's default
 
 	inst, err := otelpgqueue.New(&otelpgqueue.Config{MeterProvider: mp, TracerProvider: tp})
 	if err != nil {
@@ -363,4 +358,18 @@ func TestQueueGauges(t *testing.T) {
 	if v, ok := avail(); ok {
 		t.Errorf("after the term ended: %d; want no point", v)
 	}
+}
+
+// newProviders returns the real SDK's meter provider, read by hand
+// through reader, and tracer provider, with sampler, exporting every span
+// as it ends to spans; both shut down when t ends.
+func newProviders(t *testing.T, sampler sdktrace.Sampler) (reader *sdkmetric.ManualReader, mp *sdkmetric.MeterProvider, spans *tracetest.InMemoryExporter, tp *sdktrace.TracerProvider) {
+	t.Helper()
+	reader = sdkmetric.NewManualReader()
+	mp = sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+	t.Cleanup(func() { _ = mp.Shutdown(context.Background()) })
+	spans = tracetest.NewInMemoryExporter()
+	tp = sdktrace.NewTracerProvider(sdktrace.WithSyncer(spans), sdktrace.WithSampler(sampler))
+	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
+	return reader, mp, spans, tp
 }

@@ -8,7 +8,6 @@ import (
 	"testing"
 
 	"go.opentelemetry.io/otel/attribute"
-	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
@@ -49,12 +48,7 @@ func spanRun(t *testing.T, ratio float64, sampler sdktrace.Sampler, jobs int,
 	t.Helper()
 	ctx := t.Context()
 	pool := pgqueuetest.NewPool(t)
-	reader := sdkmetric.NewManualReader()
-	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
-	t.Cleanup(func() { _ = mp.Shutdown(context.Background()) })
-	exp := tracetest.NewInMemoryExporter()
-	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp), sdktrace.WithSampler(sampler))
-	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
+	reader, mp, exp, tp := newProviders(t, sampler)
 	var n atomic.Int64
 	inst, err := otelpgqueue.New(&otelpgqueue.Config{MeterProvider: mp,
 		TracerProvider: countingProvider{tp, &n}, SpanRatio: ratio})
