@@ -134,12 +134,6 @@ func (h *heartbeater) heartbeat(jobs []*activeJob) error {
 		if j.completedInTx.Load() {
 			continue // completed by the handler's own transaction
 		}
-		if h.active.find(j.row.ID, j.row.Fence) != j {
-			// It ended while the heartbeat was in flight, and its result
-			// may have been written first: the result's fenced write
-			// decides, and says so if the lease was in fact lost.
-			continue
-		}
 		j.lost.Store(true)
 		j.cancel(ErrJobLeaseLost)
 		h.log.Warn("pgqueue: lease lost", "job", j.row.ID, "kind", j.row.Kind, "fence", j.row.Fence,
