@@ -39,14 +39,14 @@ func BenchmarkEnqueueMany(b *testing.B) {
 func BenchmarkEnqueueManyUnique(b *testing.B) {
 	ctx := context.Background()
 	c := newClient(b, newPool(b), nil)
-	unique := &pgqueue.InsertOpts{Unique: &pgqueue.UniqueOpts{ByArgs: true}}
-	params := make([]pgqueue.EnqueueParams, b.N)
+	unique := &pgqueue.EnqueueOpts{Unique: &pgqueue.UniqueOpts{ByArgs: true}}
+	params := make([]pgqueue.EnqueueManyParams, b.N)
 	for i := range params {
-		params[i] = pgqueue.EnqueueParams{Args: noteArgs{N: i}, Opts: unique}
+		params[i] = pgqueue.EnqueueManyParams{Args: noteArgs{N: i}, Opts: unique}
 	}
 	b.ResetTimer()
 	res, err := c.EnqueueMany(ctx, params)
-	if err != nil || res.Inserted != int64(b.N) {
+	if err != nil || res.Enqueued != int64(b.N) {
 		b.Fatal(res, err)
 	}
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "jobs/s")

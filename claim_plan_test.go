@@ -35,14 +35,14 @@ func TestClaimPlanWithoutStatistics(t *testing.T) {
 		if n < pgqueue.CopyThreshold {
 			t.Fatalf("%d jobs would not take the COPY path", n)
 		}
-		params := make([]pgqueue.EnqueueParams, n)
+		params := make([]pgqueue.EnqueueManyParams, n)
 		past := time.Now().Add(-time.Hour)
 		for i := range params {
-			opts := &pgqueue.InsertOpts{Priority: int16(i % 4)}
+			opts := &pgqueue.EnqueueOpts{Priority: int16(i % 4)}
 			if runAt {
 				opts.RunAt = past.Add(time.Duration(i%997) * time.Second)
 			}
-			params[i] = pgqueue.EnqueueParams{Args: noteArgs{N: i}, Opts: opts}
+			params[i] = pgqueue.EnqueueManyParams{Args: noteArgs{N: i}, Opts: opts}
 		}
 		_, err := c.EnqueueMany(ctx, params)
 		must(t, err)

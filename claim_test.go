@@ -30,7 +30,7 @@ func TestClaim(t *testing.T) {
 		}
 		specs := []spec{{0, 2, 0}, {1, 0, 3 * time.Minute}, {2, 1, 0}, {3, 0, 1 * time.Minute}, {4, 2, 5 * time.Minute}, {5, 0, 2 * time.Minute}, {6, 1, time.Minute}}
 		for _, s := range specs {
-			_, err := c.Enqueue(ctx, noteArgs{N: s.n}, &pgqueue.InsertOpts{Priority: s.priority, RunAt: base.Add(-s.age)})
+			_, err := c.Enqueue(ctx, noteArgs{N: s.n}, &pgqueue.EnqueueOpts{Priority: s.priority, RunAt: base.Add(-s.age)})
 			must(t, err)
 		}
 		// Claim one job at a time, as sql/claim.sql orders them. (A started
@@ -90,9 +90,9 @@ func TestClaimsExactlyOnce(t *testing.T) {
 	}
 	// Enqueued once every client is up, so that all of them compete for
 	// the jobs from the first claim on.
-	params := make([]pgqueue.EnqueueParams, jobs)
+	params := make([]pgqueue.EnqueueManyParams, jobs)
 	for i := range params {
-		params[i] = pgqueue.EnqueueParams{Args: noteArgs{N: i}, Opts: &pgqueue.InsertOpts{Priority: int16(i % 3)}}
+		params[i] = pgqueue.EnqueueManyParams{Args: noteArgs{N: i}, Opts: &pgqueue.EnqueueOpts{Priority: int16(i % 3)}}
 	}
 	_, err = newClient(t, pool, nil).EnqueueMany(ctx, params)
 	must(t, err)

@@ -44,18 +44,18 @@ type Client struct {
 
 // New returns a client on pool. A nil config means defaults (see Config).
 // New does not touch the database; the schema must have been created with
-// Migrate. It returns ErrNoWorkers when Config.Queues is set without
+// Migrate. It returns ErrInvalid when Config.Queues is set without
 // Config.Workers.
 func New(pool *pgxpool.Pool, config *Config) (*Client, error) {
 	if pool == nil {
-		return nil, ErrNilPool
+		return nil, errNilPool
 	}
 	cfg, err := config.withDefaults()
 	if err != nil {
 		return nil, err
 	}
 	if len(cfg.Queues) > 0 && cfg.Workers == nil {
-		return nil, ErrNoWorkers
+		return nil, errNoWorkers
 	}
 	q, err := loadQueries(cfg.Schema)
 	if err != nil {
@@ -157,7 +157,7 @@ func (c *Client) Start(ctx context.Context) error {
 	watch := &schemaWatch{pool: c.pool, schema: cfg.Schema, log: cfg.Logger}
 	claims := &claimer{pool: c.pool, q: c.q, base: base, jobLease: cfg.JobLease, clientID: cfg.ID, schemaName: cfg.Schema, log: c.log, obs: cfg.Observer, schema: watch}
 	for name, qc := range cfg.Queues {
-		p := newProducer(name, qc.MaxWorkers, claims, exec, cfg.Workers, c.log, cfg.ClaimBatchDelay, claimHorizon(cfg.ClaimAhead, cfg.JobLease), c.testHooks.claimAged)
+		p := newProducer(name, qc.MaxWorkers, claims, exec, cfg.Workers, c.log, cfg.ClaimBatchDelay, claimHorizon(cfg.ClaimAheadWindow, cfg.JobLease), c.testHooks.claimAged)
 		s.producers[name] = p
 		s.loops.Add(1)
 		go func() { defer s.loops.Done(); p.run(fetch) }()

@@ -18,16 +18,16 @@ func TestNew(t *testing.T) {
 
 	t.Run("NilPool", func(t *testing.T) {
 		t.Parallel()
-		if _, err := pgqueue.New(nil, nil); !errors.Is(err, pgqueue.ErrNilPool) {
-			t.Fatalf("err = %v, want ErrNilPool", err)
+		if _, err := pgqueue.New(nil, nil); !errors.Is(err, pgqueue.ErrInvalid) {
+			t.Fatalf("err = %v, want ErrInvalid", err)
 		}
 	})
 	t.Run("QueuesWithoutWorkers", func(t *testing.T) {
 		t.Parallel()
 		pool := newPool(t)
 		_, err := pgqueue.New(pool, &pgqueue.Config{Queues: map[string]pgqueue.QueueConfig{"a": {MaxWorkers: 1}}})
-		if !errors.Is(err, pgqueue.ErrNoWorkers) {
-			t.Fatalf("err = %v, want ErrNoWorkers", err)
+		if !errors.Is(err, pgqueue.ErrInvalid) {
+			t.Fatalf("err = %v, want ErrInvalid", err)
 		}
 	})
 }

@@ -18,10 +18,10 @@ import (
 // the same database.
 func (c *Client) CompleteTx(ctx context.Context, tx pgx.Tx, job *JobRow) error {
 	if job == nil {
-		return fmt.Errorf("%w: nil job", ErrInvalidArgs)
+		return fmt.Errorf("%w job args: nil job", ErrInvalid)
 	}
 	if isNilValue(tx) {
-		return fmt.Errorf("complete job %d: %w", job.ID, ErrNilTx)
+		return fmt.Errorf("complete job %d: %w", job.ID, errNilTx)
 	}
 	if err := completeInTx(ctx, tx, c.q, job); err != nil {
 		return err

@@ -367,7 +367,7 @@ func (k *completer) unfinished(batch []result) (left []result, ok bool) {
 // reportWritten tells the observer about a written batch, and logs the
 // jobs the statement did not update: they had lost their claim.
 func (k *completer) reportWritten(batch []result, updated map[int64]bool) {
-	recorded := k.obs.Recorded
+	recorded := k.obs.ResultRecorded
 	for i := range batch {
 		r := &batch[i]
 		switch {
@@ -377,7 +377,7 @@ func (k *completer) reportWritten(batch []result, updated map[int64]bool) {
 			recorded(r.row, resultOf(r))
 		}
 	}
-	if f := k.obs.Written; f != nil {
+	if f := k.obs.BatchWritten; f != nil {
 		f(len(batch))
 	}
 }
@@ -387,8 +387,8 @@ func (k *completer) reportWritten(batch []result, updated map[int64]bool) {
 func (k *completer) refused(r result) {
 	k.log.Warn("pgqueue: job result refused", "job", r.row.ID, "kind", r.row.Kind, "queue", r.row.Queue,
 		"fence", r.row.Fence, "attempt", r.row.Attempt, "op", r.op, "err", ErrJobLeaseLost)
-	if f := k.obs.Refused; f != nil {
-		f(r.row, "result")
+	if f := k.obs.WriteRefused; f != nil {
+		f(r.row, WriteResult)
 	}
 }
 

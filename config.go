@@ -16,63 +16,40 @@ import (
 	"github.com/pgqueue/pgqueue/internal/sqlschema"
 )
 
-// Defaults of Config and InsertOpts. Every default lives here.
+// The names a user passes to say "the default".
 const (
 	// DefaultSchema is the schema pgqueue's tables live in unless
-	// Config.Schema says otherwise.
+	// Config.Schema says otherwise: pass it to Migrate and GrantsSQL.
 	DefaultSchema = sqlschema.Default
-	// DefaultQueue is the queue of a job inserted without one.
+	// DefaultQueue is the queue of a job enqueued without one.
 	DefaultQueue = "default"
-	// DefaultMaxAttempts is the MaxAttempts of a job inserted without one.
-	DefaultMaxAttempts = 25
-	// DefaultMaxArgsSize is Config.MaxArgsSize's default: 1 MiB.
-	DefaultMaxArgsSize = 1 << 20
-	// DefaultMaxOutputSize is Config.MaxOutputSize's default: 256 KiB.
-	DefaultMaxOutputSize = 256 << 10
-	// DefaultJobLease is Config.JobLease's default.
-	DefaultJobLease = 30 * time.Second
-	// DefaultJobTimeout is Config.JobTimeout's default.
-	DefaultJobTimeout = time.Minute
-	// DefaultFetchPollInterval is Config.FetchPollInterval's default.
-	DefaultFetchPollInterval = time.Second
-	// DefaultSchedulerInterval is Config.SchedulerInterval's default.
-	DefaultSchedulerInterval = time.Second
-	// DefaultUnknownKindDelay is Config.UnknownKindDelay's default.
-	DefaultUnknownKindDelay = time.Minute
-	// DefaultUnknownKindMaxTries is Config.UnknownKindMaxTries's default:
-	// with DefaultUnknownKindDelay, about ten minutes of no worker knowing
-	// the kind.
-	DefaultUnknownKindMaxTries = 10
-	// DefaultLeaderTTL is Config.LeaderTTL's default.
-	DefaultLeaderTTL = 10 * time.Second
-	// DefaultRescueInterval is Config.RescueInterval's default.
-	DefaultRescueInterval = 5 * time.Second
-	// DefaultClaimBatchDelay is Config.ClaimBatchDelay's default.
-	DefaultClaimBatchDelay = 5 * time.Millisecond
-	// DefaultClaimAhead is Config.ClaimAhead's default.
-	DefaultClaimAhead = 250 * time.Millisecond
-	// DefaultCompleteBatchSize is Config.CompleteBatchSize's default.
-	DefaultCompleteBatchSize = 1000
-	// DefaultCompleteBatchDelay is Config.CompleteBatchDelay's default.
-	DefaultCompleteBatchDelay = 2 * time.Millisecond
-	// DefaultCancelGrace is Config.CancelGrace's default.
-	DefaultCancelGrace = 5 * time.Second
-	// DefaultSingletonRetryDelay is Config.SingletonRetryDelay's default.
-	DefaultSingletonRetryDelay = time.Second
-	// DefaultPeriodicMissedAfter is PeriodicJobOpts.MissedAfter's default
-	// (or three Config.LeaderTTL when that is longer).
-	DefaultPeriodicMissedAfter = time.Minute
-	// DefaultCompletedJobRetention is Config.CompletedJobRetention's
-	// default.
-	DefaultCompletedJobRetention = 24 * time.Hour
-	// DefaultCancelledJobRetention is Config.CancelledJobRetention's
-	// default.
-	DefaultCancelledJobRetention = 7 * 24 * time.Hour
-	// DefaultDiscardedJobRetention is Config.DiscardedJobRetention's
-	// default.
-	DefaultDiscardedJobRetention = 7 * 24 * time.Hour
-	// DefaultPruneInterval is Config.PruneInterval's default.
-	DefaultPruneInterval = 30 * time.Second
+)
+
+// The defaults of Config, EnqueueOpts and PeriodicJobOpts; each field's
+// comment states its own.
+const (
+	defaultMaxAttempts           = 25
+	defaultMaxArgsSize           = 1 << 20
+	defaultMaxOutputSize         = 256 << 10
+	defaultJobLease              = 30 * time.Second
+	defaultJobTimeout            = time.Minute
+	defaultFetchPollInterval     = time.Second
+	defaultSchedulerInterval     = time.Second
+	defaultUnknownKindDelay      = time.Minute
+	defaultUnknownKindMaxTries   = 10
+	defaultLeaderTTL             = 10 * time.Second
+	defaultRescueInterval        = 5 * time.Second
+	defaultClaimBatchDelay       = 5 * time.Millisecond
+	defaultClaimAhead            = 250 * time.Millisecond
+	defaultCompleteBatchSize     = 1000
+	defaultCompleteBatchDelay    = 2 * time.Millisecond
+	defaultCancelGrace           = 5 * time.Second
+	defaultSingletonRetryDelay   = time.Second
+	defaultPeriodicMissedAfter   = time.Minute
+	defaultCompletedJobRetention = 24 * time.Hour
+	defaultCancelledJobRetention = 7 * 24 * time.Hour
+	defaultDiscardedJobRetention = 7 * 24 * time.Hour
+	defaultPruneInterval         = 30 * time.Second
 )
 
 // RetainForever, as Config.CompletedJobRetention, CancelledJobRetention or
@@ -115,7 +92,7 @@ type Config struct {
 	// lease_until is now() + JobLease by the database clock, renewed by
 	// heartbeats. A claim whose lease runs out is lost (ErrJobLeaseLost)
 	// and the job is rescued. Not to be confused with a lease lock
-	// (pglock.LeaseLock). Default DefaultJobLease; at least 1s.
+	// (pglock.LeaseLock). Default 30s; at least 1s.
 	JobLease time.Duration
 
 	// HeartbeatInterval is how often the leases of running jobs are
@@ -124,18 +101,18 @@ type Config struct {
 
 	// RescueInterval is how often running jobs whose lease expired are put
 	// back (to be retried) or discarded (attempts used up). Default
-	// DefaultRescueInterval.
+	// 5s.
 	RescueInterval time.Duration
 
 	// JobTimeout bounds each job's handler, unless its kind sets its own in
-	// WorkerOpts. Default DefaultJobTimeout; negative means no limit.
+	// WorkerOpts. Default 1m; negative means no limit.
 	JobTimeout time.Duration
 
 	// FetchPollInterval is how often the client asks the database, in one
 	// query for all its queues, whether jobs wait: the fallback for missed
 	// notifications, so a job waits at most about this long for a free
 	// worker that missed its notification. Default
-	// DefaultFetchPollInterval.
+	// 1s.
 	FetchPollInterval time.Duration
 
 	// PollOnly, when true, keeps the client from holding a LISTEN
@@ -152,14 +129,14 @@ type Config struct {
 	// pool goes through a pooler in transaction mode such as PgBouncer:
 	// without it the client polls every FetchPollInterval and logs one
 	// warning saying so, and session locks are refused
-	// (pglock.ErrNoSessionAffinity). Start returns ErrNotDirect when it
+	// (pglock.ErrNoSessionAffinity). Start returns ErrInvalid when it
 	// does not reach PostgreSQL directly. Default: the pool's ConnConfig
 	// (it is copied).
 	DirectConnConfig *pgx.ConnConfig
 
 	// SchedulerInterval is how often due scheduled jobs are made available,
 	// so a job starts within about this long of its run_at. Default
-	// DefaultSchedulerInterval.
+	// 1s.
 	SchedulerInterval time.Duration
 
 	// RetryPolicy computes the delay before a failed job's next attempt.
@@ -168,24 +145,24 @@ type Config struct {
 
 	// LeaderTTL is the lease of the maintenance leader: one client per
 	// schema runs the scheduler and the rescuer at a time, and when it dies
-	// another takes over within about this long. Default DefaultLeaderTTL.
+	// another takes over within about this long. Default 10s.
 	LeaderTTL time.Duration
 
 	// UnknownKindDelay is how long a job whose kind has no worker waits
 	// before it is offered again. Its attempt is not spent. Default
-	// DefaultUnknownKindDelay.
+	// 1m.
 	UnknownKindDelay time.Duration
 
 	// UnknownKindMaxTries is how many times a job is claimed by a client
 	// with no worker for its kind before it is discarded (ErrUnknownKind).
 	// The count is kept in the job's errors, so it holds across clients
-	// and restarts. Default DefaultUnknownKindMaxTries; negative means
+	// and restarts. Default 10; negative means
 	// never discard: the job waits for a worker forever.
 	UnknownKindMaxTries int
 
-	// InsertMiddleware wraps every insert, the first outermost (see
-	// InsertMiddleware). Default none.
-	InsertMiddleware []InsertMiddleware
+	// EnqueueMiddleware wraps every insert, the first outermost (see
+	// EnqueueMiddleware). Default none.
+	EnqueueMiddleware []EnqueueMiddleware
 
 	// WorkMiddleware wraps the work of every job, outside the worker's own
 	// WorkerOpts.Middleware, the first outermost (see WorkMiddleware).
@@ -199,27 +176,27 @@ type Config struct {
 
 	// SingletonRetryDelay is how long a singleton job whose key is held by
 	// another job waits before it is offered again; its attempt is not
-	// spent. Default DefaultSingletonRetryDelay.
+	// spent. Default 1s.
 	SingletonRetryDelay time.Duration
 
 	// CompletedJobRetention is how long a completed job is kept after it
 	// finished; then the maintenance leader deletes it. Default
-	// DefaultCompletedJobRetention; RetainForever keeps completed jobs.
+	// 24h; RetainForever keeps completed jobs.
 	CompletedJobRetention time.Duration
 
 	// CancelledJobRetention is how long a cancelled job is kept after it
-	// was cancelled. Default DefaultCancelledJobRetention; RetainForever
+	// was cancelled. Default 7 days; RetainForever
 	// keeps cancelled jobs.
 	CancelledJobRetention time.Duration
 
 	// DiscardedJobRetention is how long a discarded job (attempts used up)
-	// is kept after it was discarded. Default DefaultDiscardedJobRetention;
+	// is kept after it was discarded. Default 7 days;
 	// RetainForever keeps discarded jobs.
 	DiscardedJobRetention time.Duration
 
 	// PruneInterval is how often the maintenance leader deletes the
 	// finished jobs whose retention has passed, in batches, until none is
-	// left. Default DefaultPruneInterval.
+	// left. Default 30s.
 	PruneInterval time.Duration
 
 	// ClaimBatchDelay is how long the producer of a queue with a backlog
@@ -228,10 +205,10 @@ type Config struct {
 	// Each claim is a commit: gathering raises throughput when jobs are
 	// short, and costs a short job up to this long of an idle slot. Jobs
 	// that arrive in an idle queue are claimed at once whatever it is.
-	// Default DefaultClaimBatchDelay; negative means claim at once.
+	// Default 5ms; negative means claim at once.
 	ClaimBatchDelay time.Duration
 
-	// ClaimAhead is how much work the producer of a queue with a backlog
+	// ClaimAheadWindow is how much work the producer of a queue with a backlog
 	// holds claimed beyond its running handlers: as many jobs as its
 	// workers finished in that long at their recent rate, at most 20 per
 	// worker and 1,000 (or MaxWorkers, if larger). It sizes claims by the
@@ -242,31 +219,31 @@ type Config struct {
 	// much held work), and its lease is not renewed while it waits; one
 	// that waits longer than JobLease/3 is handed back. Long jobs finish
 	// slowly, so little of them is held. Capped at JobLease/6. Default
-	// DefaultClaimAhead; negative holds only what finishes during one
+	// 250ms; negative holds only what finishes during one
 	// claim's round trip.
-	ClaimAhead time.Duration
+	ClaimAheadWindow time.Duration
 
 	// CompleteBatchSize is the most job results written in one statement.
-	// Default DefaultCompleteBatchSize.
+	// Default 1000.
 	CompleteBatchSize int
 
 	// CompleteBatchDelay is how long results are gathered before they are
-	// written, unless a batch fills first. Default DefaultCompleteBatchDelay.
+	// written, unless a batch fills first. Default 2ms.
 	CompleteBatchDelay time.Duration
 
 	// MaxArgsSize caps the encoded size of a job's args in bytes. Default
-	// DefaultMaxArgsSize.
+	// 1 MiB.
 	MaxArgsSize int
 
 	// MaxOutputSize caps the encoded size in bytes of what a handler
 	// records with RecordOutput or RecordProgress: both live in the job's
 	// row, which every claim and heartbeat of it touches. Default
-	// DefaultMaxOutputSize.
+	// 256 KiB.
 	MaxOutputSize int
 
 	// CancelGrace is how long Stop waits for handlers to return after it
 	// cancelled them because its own context ended. Default
-	// DefaultCancelGrace.
+	// 5s.
 	CancelGrace time.Duration
 
 	// PeriodicJobs are jobs enqueued on a schedule (NewPeriodicJob) by the
@@ -291,34 +268,34 @@ func (c *Config) withDefaults() (*Config, error) {
 	out := *c
 	out.Schema = cmp.Or(out.Schema, DefaultSchema)
 	out.ID = cmp.Or(out.ID, defaultClientID())
-	out.JobLease = cmp.Or(out.JobLease, DefaultJobLease)
+	out.JobLease = cmp.Or(out.JobLease, defaultJobLease)
 	out.HeartbeatInterval = cmp.Or(out.HeartbeatInterval, out.JobLease/3)
-	out.RescueInterval = cmp.Or(out.RescueInterval, DefaultRescueInterval)
-	out.LeaderTTL = cmp.Or(out.LeaderTTL, DefaultLeaderTTL)
-	out.JobTimeout = cmp.Or(out.JobTimeout, DefaultJobTimeout)
-	out.FetchPollInterval = cmp.Or(out.FetchPollInterval, DefaultFetchPollInterval)
-	out.SchedulerInterval = cmp.Or(out.SchedulerInterval, DefaultSchedulerInterval)
-	out.UnknownKindDelay = cmp.Or(out.UnknownKindDelay, DefaultUnknownKindDelay)
-	out.UnknownKindMaxTries = cmp.Or(out.UnknownKindMaxTries, DefaultUnknownKindMaxTries)
+	out.RescueInterval = cmp.Or(out.RescueInterval, defaultRescueInterval)
+	out.LeaderTTL = cmp.Or(out.LeaderTTL, defaultLeaderTTL)
+	out.JobTimeout = cmp.Or(out.JobTimeout, defaultJobTimeout)
+	out.FetchPollInterval = cmp.Or(out.FetchPollInterval, defaultFetchPollInterval)
+	out.SchedulerInterval = cmp.Or(out.SchedulerInterval, defaultSchedulerInterval)
+	out.UnknownKindDelay = cmp.Or(out.UnknownKindDelay, defaultUnknownKindDelay)
+	out.UnknownKindMaxTries = cmp.Or(out.UnknownKindMaxTries, defaultUnknownKindMaxTries)
 	// The client keeps its own lists: a caller appending to theirs later
 	// changes nothing.
-	out.InsertMiddleware = slices.Clone(out.InsertMiddleware)
+	out.EnqueueMiddleware = slices.Clone(out.EnqueueMiddleware)
 	out.WorkMiddleware = slices.Clone(out.WorkMiddleware)
-	if slices.Contains(out.InsertMiddleware, nil) || slices.Contains(out.WorkMiddleware, nil) {
-		return nil, fmt.Errorf("%w: nil middleware", ErrInvalidOption)
+	if slices.Contains(out.EnqueueMiddleware, nil) || slices.Contains(out.WorkMiddleware, nil) {
+		return nil, fmt.Errorf("%w option: nil middleware", ErrInvalid)
 	}
-	out.MaxArgsSize = cmp.Or(out.MaxArgsSize, DefaultMaxArgsSize)
-	out.MaxOutputSize = cmp.Or(out.MaxOutputSize, DefaultMaxOutputSize)
-	out.CancelGrace = cmp.Or(out.CancelGrace, DefaultCancelGrace)
-	out.ClaimBatchDelay = cmp.Or(out.ClaimBatchDelay, DefaultClaimBatchDelay)
-	out.ClaimAhead = cmp.Or(out.ClaimAhead, DefaultClaimAhead)
-	out.CompleteBatchSize = cmp.Or(out.CompleteBatchSize, DefaultCompleteBatchSize)
-	out.CompleteBatchDelay = cmp.Or(out.CompleteBatchDelay, DefaultCompleteBatchDelay)
-	out.SingletonRetryDelay = cmp.Or(out.SingletonRetryDelay, DefaultSingletonRetryDelay)
-	out.CompletedJobRetention = cmp.Or(out.CompletedJobRetention, DefaultCompletedJobRetention)
-	out.CancelledJobRetention = cmp.Or(out.CancelledJobRetention, DefaultCancelledJobRetention)
-	out.DiscardedJobRetention = cmp.Or(out.DiscardedJobRetention, DefaultDiscardedJobRetention)
-	out.PruneInterval = cmp.Or(out.PruneInterval, DefaultPruneInterval)
+	out.MaxArgsSize = cmp.Or(out.MaxArgsSize, defaultMaxArgsSize)
+	out.MaxOutputSize = cmp.Or(out.MaxOutputSize, defaultMaxOutputSize)
+	out.CancelGrace = cmp.Or(out.CancelGrace, defaultCancelGrace)
+	out.ClaimBatchDelay = cmp.Or(out.ClaimBatchDelay, defaultClaimBatchDelay)
+	out.ClaimAheadWindow = cmp.Or(out.ClaimAheadWindow, defaultClaimAhead)
+	out.CompleteBatchSize = cmp.Or(out.CompleteBatchSize, defaultCompleteBatchSize)
+	out.CompleteBatchDelay = cmp.Or(out.CompleteBatchDelay, defaultCompleteBatchDelay)
+	out.SingletonRetryDelay = cmp.Or(out.SingletonRetryDelay, defaultSingletonRetryDelay)
+	out.CompletedJobRetention = cmp.Or(out.CompletedJobRetention, defaultCompletedJobRetention)
+	out.CancelledJobRetention = cmp.Or(out.CancelledJobRetention, defaultCancelledJobRetention)
+	out.DiscardedJobRetention = cmp.Or(out.DiscardedJobRetention, defaultDiscardedJobRetention)
+	out.PruneInterval = cmp.Or(out.PruneInterval, defaultPruneInterval)
 	if out.RetryPolicy == nil {
 		out.RetryPolicy = defaultRetryPolicy
 	}
@@ -331,7 +308,7 @@ func (c *Config) withDefaults() (*Config, error) {
 	if out.Observer != nil {
 		obs = *out.Observer
 	}
-	obs.QueuesInterval = cmp.Or(obs.QueuesInterval, DefaultObserverQueuesInterval)
+	obs.QueuesInterval = cmp.Or(obs.QueuesInterval, defaultObserverQueuesInterval)
 	out.Observer = &obs
 	if err := sqlschema.Validate(out.Schema); err != nil {
 		return nil, err
@@ -341,34 +318,34 @@ func (c *Config) withDefaults() (*Config, error) {
 		v    time.Duration
 	}{{"JobLease", out.JobLease}, {"HeartbeatInterval", out.HeartbeatInterval}, {"RescueInterval", out.RescueInterval}, {"FetchPollInterval", out.FetchPollInterval}, {"SchedulerInterval", out.SchedulerInterval}, {"UnknownKindDelay", out.UnknownKindDelay}, {"CancelGrace", out.CancelGrace}, {"LeaderTTL", out.LeaderTTL}, {"SingletonRetryDelay", out.SingletonRetryDelay}, {"Observer.QueuesInterval", out.Observer.QueuesInterval}} {
 		if d.v < 0 {
-			return nil, fmt.Errorf("%w: %s must not be negative, got %s", ErrInvalidOption, d.name, d.v)
+			return nil, fmt.Errorf("%w option: %s must not be negative, got %s", ErrInvalid, d.name, d.v)
 		}
 	}
 	if out.JobLease < time.Second {
-		return nil, fmt.Errorf("%w: JobLease must be at least 1s, got %s", ErrInvalidOption, out.JobLease)
+		return nil, fmt.Errorf("%w option: JobLease must be at least 1s, got %s", ErrInvalid, out.JobLease)
 	}
 	if out.HeartbeatInterval >= out.JobLease {
-		return nil, fmt.Errorf("%w: HeartbeatInterval %s must be shorter than JobLease %s", ErrInvalidOption, out.HeartbeatInterval, out.JobLease)
+		return nil, fmt.Errorf("%w option: HeartbeatInterval %s must be shorter than JobLease %s", ErrInvalid, out.HeartbeatInterval, out.JobLease)
 	}
 	if out.CompleteBatchSize < 1 || out.CompleteBatchDelay < 0 {
-		return nil, fmt.Errorf("%w: CompleteBatchSize must be at least 1 and CompleteBatchDelay not negative", ErrInvalidOption)
+		return nil, fmt.Errorf("%w option: CompleteBatchSize must be at least 1 and CompleteBatchDelay not negative", ErrInvalid)
 	}
 	for _, r := range []struct {
 		name string
 		v    time.Duration
 	}{{"CompletedJobRetention", out.CompletedJobRetention}, {"CancelledJobRetention", out.CancelledJobRetention}, {"DiscardedJobRetention", out.DiscardedJobRetention}} {
 		if r.v < 0 && r.v != RetainForever {
-			return nil, fmt.Errorf("%w: %s must be positive or RetainForever, got %s", ErrInvalidOption, r.name, r.v)
+			return nil, fmt.Errorf("%w option: %s must be positive or RetainForever, got %s", ErrInvalid, r.name, r.v)
 		}
 	}
 	if out.PruneInterval < 0 {
-		return nil, fmt.Errorf("%w: PruneInterval must not be negative, got %s", ErrInvalidOption, out.PruneInterval)
+		return nil, fmt.Errorf("%w option: PruneInterval must not be negative, got %s", ErrInvalid, out.PruneInterval)
 	}
 	if out.MaxOutputSize < 0 {
-		return nil, fmt.Errorf("%w: MaxOutputSize must not be negative, got %d", ErrInvalidOption, out.MaxOutputSize)
+		return nil, fmt.Errorf("%w option: MaxOutputSize must not be negative, got %d", ErrInvalid, out.MaxOutputSize)
 	}
 	if out.MaxArgsSize < 0 {
-		return nil, fmt.Errorf("%w: MaxArgsSize must not be negative, got %d", ErrInvalidOption, out.MaxArgsSize)
+		return nil, fmt.Errorf("%w option: MaxArgsSize must not be negative, got %d", ErrInvalid, out.MaxArgsSize)
 	}
 	queues := make(map[string]QueueConfig, len(out.Queues))
 	for name, qc := range out.Queues {
@@ -376,7 +353,7 @@ func (c *Config) withDefaults() (*Config, error) {
 			return nil, err
 		}
 		if qc.MaxWorkers < 1 {
-			return nil, fmt.Errorf("%w: queue %q: MaxWorkers must be at least 1, got %d", ErrInvalidOption, name, qc.MaxWorkers)
+			return nil, fmt.Errorf("%w option: queue %q: MaxWorkers must be at least 1, got %d", ErrInvalid, name, qc.MaxWorkers)
 		}
 		queues[name] = qc
 	}
@@ -398,7 +375,7 @@ var queuePattern = regexp.MustCompile(`^[a-z0-9][a-z0-9_.-]{0,62}$`)
 
 func validateQueue(name string) error {
 	if !queuePattern.MatchString(name) {
-		return fmt.Errorf("%w: %q does not match %s", ErrInvalidQueue, name, queuePattern)
+		return fmt.Errorf("%w queue name: %q does not match %s", ErrInvalid, name, queuePattern)
 	}
 	return nil
 }

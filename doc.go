@@ -8,7 +8,7 @@
 // # A job's path
 //
 // Enqueue. [Client.Enqueue] and [Client.EnqueueTx] validate and encode a
-// job ([JobArgs], [InsertOpts]) and insert it with a NOTIFY on the schema's
+// job ([JobArgs], [EnqueueOpts]) and insert it with a NOTIFY on the schema's
 // channel, in one round trip and in the caller's transaction when there
 // is one, so the job and the wake-up exist only if it commits.
 // [Client.EnqueueMany] writes large batches with binary COPY. (insert.go,
@@ -27,8 +27,8 @@
 // [AddWorker] in [Workers], with a timeout and a context that is cancelled
 // when the claim is lost ([ErrJobLeaseLost]) or the client stops
 // ([ErrStopping]). A handler returns nil, an error (retried after
-// [Config.RetryPolicy] until [InsertOpts.MaxAttempts], then discarded),
-// [JobCancel] or [JobSnooze]. Singleton jobs ([InsertOpts.SingletonKey])
+// [Config.RetryPolicy] until [EnqueueOpts.MaxAttempts], then discarded),
+// [JobCancel] or [JobSnooze]. Singleton jobs ([EnqueueOpts.SingletonKey])
 // run under their key's lock. While jobs run, heartbeats renew their
 // leases in one statement. (worker.go, executor.go, work_result.go,
 // retry.go, singleton.go, active_jobs.go, heartbeat.go.)
@@ -45,7 +45,7 @@
 // [WorkerOpts.Middleware] wrap each attempt; [Config.ErrorHandler] is told
 // of every failed attempt, panics with their stack, and may discard the
 // job at once. Per kind, [WorkerOpts.RetryPolicy] and an args type's
-// [JobArgsWithInsertOpts] defaults. (middleware.go, error_handler.go.)
+// [JobArgsWithEnqueueOpts] defaults. (middleware.go, error_handler.go.)
 //
 // Complete. The completer gathers results for a few milliseconds and
 // writes each batch in one fenced statement; when a reply is lost it reads

@@ -129,7 +129,7 @@ func TestEnqueueSQL(t *testing.T) {
 			t.Fatalf("first (%d, %v), second (%d, %v): want the second a duplicate of the first", first, dup1, second, dup2)
 		}
 		// The same kind and key from Go is the same job.
-		res, err := newClient(t, pool, nil).Enqueue(ctx, chargeArgs{Order: 7}, &pgqueue.InsertOpts{Unique: &pgqueue.UniqueOpts{ByKey: "order-7"}})
+		res, err := newClient(t, pool, nil).Enqueue(ctx, chargeArgs{Order: 7}, &pgqueue.EnqueueOpts{Unique: &pgqueue.UniqueOpts{ByKey: "order-7"}})
 		must(t, err)
 		if !res.Duplicate || res.ID != first {
 			t.Fatalf("Go enqueue with the same key: %+v, want a duplicate of job %d", res, first)
@@ -152,7 +152,7 @@ func TestEnqueueSQL(t *testing.T) {
 			t.Fatalf("hourly: (%d %v) (%d %v) (%d %v)", a, dupA, b, dupB, c, dupC)
 		}
 		// The Go client's hour agrees with the SQL function's.
-		res, err = newClient(t, pool, nil).Enqueue(ctx, chargeArgs{}, &pgqueue.InsertOpts{RunAt: base.Add(30 * time.Minute),
+		res, err = newClient(t, pool, nil).Enqueue(ctx, chargeArgs{}, &pgqueue.EnqueueOpts{RunAt: base.Add(30 * time.Minute),
 			Unique: &pgqueue.UniqueOpts{ByKey: "hourly", ByPeriod: time.Hour}})
 		must(t, err)
 		if !res.Duplicate || res.ID != a {

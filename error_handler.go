@@ -2,7 +2,6 @@ package pgqueue
 
 import (
 	"context"
-	"fmt"
 	"runtime/debug"
 	"time"
 )
@@ -33,24 +32,6 @@ type ErrorDecision struct {
 	// the next attempt; negative means at once. It does not grant an
 	// attempt beyond MaxAttempts.
 	RetryDelay time.Duration
-}
-
-// PanicError is the error of an attempt whose handler or work middleware
-// panicked: the value it panicked with and the goroutine's stack. The job
-// records its text ("panic: " and the value) and the stack.
-type PanicError struct {
-	// Value is what was passed to panic.
-	Value any
-	// Stack is the stack of the panicking goroutine.
-	Stack string
-}
-
-func (e *PanicError) Error() string { return fmt.Sprintf("panic: %v", e.Value) }
-
-// Unwrap returns the panic's value when it is an error.
-func (e *PanicError) Unwrap() error {
-	err, _ := e.Value.(error)
-	return err
 }
 
 // newPanicError is called from a deferred recover.

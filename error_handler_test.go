@@ -65,7 +65,7 @@ func TestErrorHandler(t *testing.T) {
 				},
 			},
 		})
-		permanent, err := b.client.Enqueue(ctx, noteArgs{N: 1}, &pgqueue.InsertOpts{MaxAttempts: 5})
+		permanent, err := b.client.Enqueue(ctx, noteArgs{N: 1}, &pgqueue.EnqueueOpts{MaxAttempts: 5})
 		must(t, err)
 		s := waitState(t, pool, permanent.ID, "discarded")
 		if s.attempt != 1 || len(s.errors) != 1 || s.errors[0] != "permanent" {
@@ -75,7 +75,7 @@ func TestErrorHandler(t *testing.T) {
 			t.Fatalf("handler called with %+v", c)
 		}
 		// Nil decision: the retry policy applies.
-		transient, err := b.client.Enqueue(ctx, noteArgs{N: 2}, &pgqueue.InsertOpts{MaxAttempts: 5})
+		transient, err := b.client.Enqueue(ctx, noteArgs{N: 2}, &pgqueue.EnqueueOpts{MaxAttempts: 5})
 		must(t, err)
 		s = waitState(t, pool, transient.ID, "scheduled")
 		if time.Until(s.runAt) < 50*time.Minute {
@@ -110,7 +110,7 @@ func TestErrorHandler(t *testing.T) {
 				},
 			},
 		})
-		res, err := b.client.Enqueue(ctx, noteArgs{}, &pgqueue.InsertOpts{MaxAttempts: 5})
+		res, err := b.client.Enqueue(ctx, noteArgs{}, &pgqueue.EnqueueOpts{MaxAttempts: 5})
 		must(t, err)
 		s := waitState(t, pool, res.ID, "scheduled")
 		c := <-calls
@@ -179,7 +179,7 @@ func TestErrorHandler(t *testing.T) {
 				panic("error handler exploded")
 			}},
 		})
-		res, err := b.client.Enqueue(ctx, noteArgs{}, &pgqueue.InsertOpts{MaxAttempts: 2})
+		res, err := b.client.Enqueue(ctx, noteArgs{}, &pgqueue.EnqueueOpts{MaxAttempts: 2})
 		must(t, err)
 		s := waitState(t, pool, res.ID, "discarded")
 		if s.attempt != 2 || len(s.errors) != 2 {

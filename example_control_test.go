@@ -21,7 +21,7 @@ func ExampleClient_QueuePause() {
 	if err := client.QueuePause(ctx, "mail"); err != nil {
 		panic(err)
 	}
-	if _, err := client.Enqueue(ctx, emailArgs{To: "ada@example.com"}, &pgqueue.InsertOpts{Queue: "mail"}); err != nil {
+	if _, err := client.Enqueue(ctx, emailArgs{To: "ada@example.com"}, &pgqueue.EnqueueOpts{Queue: "mail"}); err != nil {
 		panic(err)
 	}
 	show := func() {

@@ -8,8 +8,8 @@ import (
 
 // The grants an application role needs once the owner migrated the
 // schema: run them as the owner.
-func ExampleGrants() {
-	sql, err := pgqueue.Grants("pgqueue", "app")
+func ExampleGrantsSQL() {
+	sql, err := pgqueue.GrantsSQL("pgqueue", "app")
 	if err != nil {
 		panic(err)
 	}

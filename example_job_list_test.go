@@ -25,7 +25,7 @@ func ExampleClient_JobGet() {
 	if err != nil {
 		panic(err)
 	}
-	res, err := client.Enqueue(ctx, ReportArgs{CustomerID: 42, Month: "2026-11"}, &pgqueue.InsertOpts{Tags: []string{"monthly"}})
+	res, err := client.Enqueue(ctx, ReportArgs{CustomerID: 42, Month: "2026-11"}, &pgqueue.EnqueueOpts{Tags: []string{"monthly"}})
 	if err != nil {
 		panic(err)
 	}
@@ -52,10 +52,10 @@ func Example_jobList() {
 	if err != nil {
 		panic(err)
 	}
-	var params []pgqueue.EnqueueParams
+	var params []pgqueue.EnqueueManyParams
 	for _, month := range []string{"2026-08", "2026-09", "2026-10", "2026-11"} {
-		params = append(params, pgqueue.EnqueueParams{Args: ReportArgs{CustomerID: 42, Month: month}})
-		params = append(params, pgqueue.EnqueueParams{Args: ReportArgs{CustomerID: 7, Month: month}})
+		params = append(params, pgqueue.EnqueueManyParams{Args: ReportArgs{CustomerID: 42, Month: month}})
+		params = append(params, pgqueue.EnqueueManyParams{Args: ReportArgs{CustomerID: 7, Month: month}})
 	}
 	if _, err := client.EnqueueMany(ctx, params); err != nil {
 		panic(err)

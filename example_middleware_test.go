@@ -18,8 +18,8 @@ func (InvoiceArgs) Kind() string { return "invoice" }
 
 // Invoices go to their own queue with few attempts, unless the caller says
 // otherwise.
-func (InvoiceArgs) InsertOpts() pgqueue.InsertOpts {
-	return pgqueue.InsertOpts{Queue: "billing", MaxAttempts: 3}
+func (InvoiceArgs) InsertOpts() pgqueue.EnqueueOpts {
+	return pgqueue.EnqueueOpts{Queue: "billing", MaxAttempts: 3}
 }
 
 type requestIDKey struct{}
@@ -27,12 +27,12 @@ type requestIDKey struct{}
 // Insert middleware carries a request id from the enqueuing request, in
 // the job's meta, to work middleware that puts it in the handler's
 // context.
-func ExampleInsertMiddleware() {
+func ExampleEnqueueMiddleware() {
 	ctx := context.Background()
 	pool, drop := exampleDB()
 	defer drop()
 
-	stampRequest := pgqueue.InsertMiddlewareFunc(func(ctx context.Context, jobs []*pgqueue.InsertParams, next func(context.Context) (*pgqueue.InsertResult, error)) error {
+	stampRequest := pgqueue.EnqueueMiddlewareFunc(func(ctx context.Context, jobs []*pgqueue.EnqueueParams, next func(context.Context) (*pgqueue.EnqueuedJobs, error)) error {
 		id, _ := ctx.Value(requestIDKey{}).(string)
 		for _, job := range jobs {
 			if job.Meta == nil {
@@ -42,7 +42,7 @@ func ExampleInsertMiddleware() {
 		}
 		res, err := next(ctx)
 		if err == nil {
-			fmt.Println("inserted", res.Inserted, "job(s) for request", id)
+			fmt.Println("inserted", res.Enqueued, "job(s) for request", id)
 		}
 		return err
 	})
@@ -65,10 +65,10 @@ func ExampleInsertMiddleware() {
 		panic(err)
 	}
 	client, err := pgqueue.New(pool, &pgqueue.Config{
-		Workers:          workers,
-		Queues:           map[string]pgqueue.QueueConfig{"billing": {MaxWorkers: 2}},
-		InsertMiddleware: []pgqueue.InsertMiddleware{stampRequest},
-		WorkMiddleware:   []pgqueue.WorkMiddleware{restoreRequest},
+		Workers:           workers,
+		Queues:            map[string]pgqueue.QueueConfig{"billing": {MaxWorkers: 2}},
+		EnqueueMiddleware: []pgqueue.EnqueueMiddleware{stampRequest},
+		WorkMiddleware:    []pgqueue.WorkMiddleware{restoreRequest},
 	})
 	if err != nil {
 		panic(err)

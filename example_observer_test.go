@@ -19,7 +19,7 @@ func ExampleObserver() {
 
 	var (
 		mu      sync.Mutex
-		results = map[pgqueue.JobResult]int{}
+		results = map[pgqueue.Outcome]int{}
 		done    = make(chan struct{})
 	)
 	workers := pgqueue.NewWorkers()
@@ -35,11 +35,11 @@ func ExampleObserver() {
 		Workers: workers,
 		Queues:  map[string]pgqueue.QueueConfig{pgqueue.DefaultQueue: {MaxWorkers: 2}},
 		Observer: &pgqueue.Observer{
-			Recorded: func(job *pgqueue.JobRow, r pgqueue.JobResult) {
+			ResultRecorded: func(job *pgqueue.JobRow, r pgqueue.Outcome) {
 				mu.Lock()
 				defer mu.Unlock()
 				results[r]++
-				if results[pgqueue.ResultCompleted]+results[pgqueue.ResultDiscarded] == 3 {
+				if results[pgqueue.OutcomeCompleted]+results[pgqueue.OutcomeDiscarded] == 3 {
 					close(done)
 				}
 			},
@@ -49,7 +49,7 @@ func ExampleObserver() {
 		panic(err)
 	}
 	for _, to := range []string{"ada@example.com", "bob@example.com", ""} {
-		if _, err := client.Enqueue(ctx, emailArgs{To: to}, &pgqueue.InsertOpts{MaxAttempts: 1}); err != nil {
+		if _, err := client.Enqueue(ctx, emailArgs{To: to}, &pgqueue.EnqueueOpts{MaxAttempts: 1}); err != nil {
 			panic(err)
 		}
 	}
@@ -66,6 +66,6 @@ func ExampleObserver() {
 	}
 	mu.Lock()
 	defer mu.Unlock()
-	fmt.Println("completed:", results[pgqueue.ResultCompleted], "discarded:", results[pgqueue.ResultDiscarded])
+	fmt.Println("completed:", results[pgqueue.OutcomeCompleted], "discarded:", results[pgqueue.OutcomeDiscarded])
 	// Output: completed: 2 discarded: 1
 }

@@ -39,8 +39,8 @@ func ExampleNewPeriodicJob() {
 		Workers: workers,
 		Queues:  map[string]pgqueue.QueueConfig{pgqueue.DefaultQueue: {MaxWorkers: 2}},
 		PeriodicJobs: []*pgqueue.PeriodicJob{
-			pgqueue.NewPeriodicJob("cleanup-nightly", nightly, func() (pgqueue.JobArgs, *pgqueue.InsertOpts) {
-				return CleanupArgs{Scope: "everything"}, &pgqueue.InsertOpts{MaxAttempts: 3}
+			pgqueue.NewPeriodicJob("cleanup-nightly", nightly, func() (pgqueue.JobArgs, *pgqueue.EnqueueOpts) {
+				return CleanupArgs{Scope: "everything"}, &pgqueue.EnqueueOpts{MaxAttempts: 3}
 			}, &pgqueue.PeriodicJobOpts{Missed: pgqueue.MissedCatchUp}),
 		},
 	})
@@ -54,7 +54,7 @@ func ExampleNewPeriodicJob() {
 
 	// Jobs can be added and removed while the client runs.
 	err = client.PeriodicJobs().Add(pgqueue.NewPeriodicJob("cleanup-sessions", pgqueue.EverySchedule(time.Second),
-		func() (pgqueue.JobArgs, *pgqueue.InsertOpts) { return CleanupArgs{Scope: "sessions"}, nil }, nil))
+		func() (pgqueue.JobArgs, *pgqueue.EnqueueOpts) { return CleanupArgs{Scope: "sessions"}, nil }, nil))
 	if err != nil {
 		panic(err)
 	}

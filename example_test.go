@@ -26,7 +26,7 @@ func Example() {
 	pool, drop := exampleDB()
 	defer drop()
 
-	if _, err := pgqueue.Migrate(ctx, pool, ""); err != nil { // nothing to do here: already migrated
+	if _, err := pgqueue.Migrate(ctx, pool, pgqueue.DefaultSchema); err != nil { // nothing to do here: already migrated
 		panic(err)
 	}
 	sent := make(chan string, 1)

@@ -25,7 +25,7 @@ func ExampleUniqueOpts() {
 	if err != nil {
 		panic(err)
 	}
-	opts := &pgqueue.InsertOpts{Unique: &pgqueue.UniqueOpts{
+	opts := &pgqueue.EnqueueOpts{Unique: &pgqueue.UniqueOpts{
 		ByArgs:       true,
 		ByArgsFields: []string{"order_id"}, // one charge per order, whatever the amount says
 		ByPeriod:     24 * time.Hour,

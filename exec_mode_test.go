@@ -118,8 +118,8 @@ func runExecModeFlows(t *testing.T, pool *pgxpool.Pool) {
 		}
 		return pgqueue.RecordOutput(ctx, map[string]string{"note": job.Args.Note})
 	}, nil))
-	periodic := pgqueue.NewPeriodicJob("tick", pgqueue.EverySchedule(time.Hour), func() (pgqueue.JobArgs, *pgqueue.InsertOpts) {
-		return modeArgs{N: -1, Do: "ok", Note: "periodic"}, &pgqueue.InsertOpts{Tags: []string{"periodic"}, Meta: map[string]any{"m": 1}}
+	periodic := pgqueue.NewPeriodicJob("tick", pgqueue.EverySchedule(time.Hour), func() (pgqueue.JobArgs, *pgqueue.EnqueueOpts) {
+		return modeArgs{N: -1, Do: "ok", Note: "periodic"}, &pgqueue.EnqueueOpts{Tags: []string{"periodic"}, Meta: map[string]any{"m": 1}}
 	}, &pgqueue.PeriodicJobOpts{RunOnStart: true})
 	b := startClient(t, pool, workers, &pgqueue.Config{
 		Logger: log.Logger(), PeriodicJobs: []*pgqueue.PeriodicJob{periodic},
@@ -130,7 +130,7 @@ func runExecModeFlows(t *testing.T, pool *pgxpool.Pool) {
 
 	// Every insert path; args and meta with characters JSON escapes.
 	note := "quote \" backslash \\ é \u2028"
-	opts := &pgqueue.InsertOpts{Tags: []string{"a", "b"}, Meta: map[string]any{"note": note}}
+	opts := &pgqueue.EnqueueOpts{Tags: []string{"a", "b"}, Meta: map[string]any{"note": note}}
 	var ids []int64
 	for _, do := range []string{"ok", "retry", "snooze", "tx"} {
 		res, err := c.Enqueue(ctx, modeArgs{N: 1, Note: note, Do: do}, opts)
@@ -144,7 +144,7 @@ func runExecModeFlows(t *testing.T, pool *pgxpool.Pool) {
 	_, err = c.EnqueueTx(ctx, tx, modeArgs{N: 2, Note: note, Do: "ok"}, opts)
 	must(t, err)
 	must(t, tx.Commit(ctx))
-	uopts := &pgqueue.InsertOpts{Unique: &pgqueue.UniqueOpts{ByArgs: true}}
+	uopts := &pgqueue.EnqueueOpts{Unique: &pgqueue.UniqueOpts{ByArgs: true}}
 	first, err := c.Enqueue(ctx, modeArgs{N: 3, Note: note, Do: "ok"}, uopts)
 	must(t, err)
 	again, err := c.Enqueue(ctx, modeArgs{N: 3, Note: note, Do: "ok"}, uopts)
@@ -152,26 +152,26 @@ func runExecModeFlows(t *testing.T, pool *pgxpool.Pool) {
 	if first.Duplicate || !again.Duplicate || again.ID != first.ID {
 		t.Fatalf("unique insert: first %+v, again %+v", first.Duplicate, again.Duplicate)
 	}
-	small := make([]pgqueue.EnqueueParams, 10)
+	small := make([]pgqueue.EnqueueManyParams, 10)
 	for i := range small {
-		small[i] = pgqueue.EnqueueParams{Args: modeArgs{N: 100 + i, Note: note, Do: "ok"}, Opts: opts}
+		small[i] = pgqueue.EnqueueManyParams{Args: modeArgs{N: 100 + i, Note: note, Do: "ok"}, Opts: opts}
 	}
-	if res, err := c.EnqueueMany(ctx, small); err != nil || res.Inserted != 10 {
+	if res, err := c.EnqueueMany(ctx, small); err != nil || res.Enqueued != 10 {
 		t.Fatalf("enqueue many (small): %+v, %v", res, err)
 	}
-	uniq := []pgqueue.EnqueueParams{
+	uniq := []pgqueue.EnqueueManyParams{
 		{Args: modeArgs{N: 3, Note: note, Do: "ok"}, Opts: uopts},
 		{Args: modeArgs{N: 4, Note: note, Do: "ok"}, Opts: uopts},
 		{Args: modeArgs{N: 4, Note: note, Do: "ok"}, Opts: uopts},
 	}
-	if res, err := c.EnqueueMany(ctx, uniq); err != nil || res.Inserted != 1 || len(res.Duplicates) != 2 {
+	if res, err := c.EnqueueMany(ctx, uniq); err != nil || res.Enqueued != 1 || len(res.Duplicates) != 2 {
 		t.Fatalf("enqueue many (unique): %+v, %v", res, err)
 	}
-	big := make([]pgqueue.EnqueueParams, 100)
+	big := make([]pgqueue.EnqueueManyParams, 100)
 	for i := range big {
-		big[i] = pgqueue.EnqueueParams{Args: modeArgs{N: 1000 + i, Note: note, Do: "ok"}, Opts: opts}
+		big[i] = pgqueue.EnqueueManyParams{Args: modeArgs{N: 1000 + i, Note: note, Do: "ok"}, Opts: opts}
 	}
-	if res, err := c.EnqueueMany(ctx, big); err != nil || res.Inserted != 100 {
+	if res, err := c.EnqueueMany(ctx, big); err != nil || res.Enqueued != 100 {
 		t.Fatalf("enqueue many (COPY): %+v, %v", res, err)
 	}
 	cancelled, err := c.Enqueue(ctx, modeArgs{N: 5, Do: "cancel"}, nil)
@@ -179,7 +179,7 @@ func runExecModeFlows(t *testing.T, pool *pgxpool.Pool) {
 
 	// Pause a queue, enqueue there, and see nothing run until resumed.
 	must(t, c.QueuePause(ctx, "paused"))
-	held, err := c.Enqueue(ctx, modeArgs{N: 6, Do: "ok"}, &pgqueue.InsertOpts{Queue: "paused"})
+	held, err := c.Enqueue(ctx, modeArgs{N: 6, Do: "ok"}, &pgqueue.EnqueueOpts{Queue: "paused"})
 	must(t, err)
 
 	waitState(t, pool, cancelled.ID, "running")

@@ -119,8 +119,8 @@ func (e *executor) execute(cj *claimedJob) {
 	switch {
 	case job.completedInTx.Load() && e.outcomes.landed(row):
 		// The handler's CompleteTx committed: nothing left to write.
-		if f := e.obs.Recorded; f != nil {
-			f(row, ResultCompleted)
+		if f := e.obs.ResultRecorded; f != nil {
+			f(row, OutcomeCompleted)
 		}
 	case job.lost.Load():
 		// A heartbeat found the claim gone, and warned: a write would be
@@ -182,11 +182,11 @@ func (e *executor) logFailure(ctx context.Context, row *JobRow, err error, r *re
 	attrs := []slog.Attr{slog.Int64("job", row.ID), slog.String("kind", row.Kind), slog.String("queue", row.Queue),
 		slog.Int("attempt", row.Attempt), slog.Int("max_attempts", row.MaxAttempts), slog.Any("err", err)}
 	res := resultOf(r)
-	if res == ResultRetried {
+	if res == OutcomeRetried {
 		attrs = append(attrs, slog.Duration("retry_in", r.delay))
 	}
 	msg, level := "pgqueue: job failed; retrying", slog.LevelInfo
-	if res == ResultDiscarded {
+	if res == OutcomeDiscarded {
 		msg, level = "pgqueue: job failed; discarded", slog.LevelWarn
 	}
 	if pe, ok := errors.AsType[*PanicError](err); ok {

@@ -48,7 +48,7 @@ func TestExecutor(t *testing.T) {
 			return fmt.Errorf("boom %d", job.Attempt)
 		}, nil))
 		b := startClient(t, pool, ws, nil)
-		row, err := b.client.Enqueue(ctx, noteArgs{}, &pgqueue.InsertOpts{MaxAttempts: 3})
+		row, err := b.client.Enqueue(ctx, noteArgs{}, &pgqueue.EnqueueOpts{MaxAttempts: 3})
 		must(t, err)
 		s := waitState(t, pool, row.ID, "discarded")
 		if s.attempt != 3 || !slices.Equal(s.errors, []string{"boom 1", "boom 2", "boom 3"}) {
@@ -64,7 +64,7 @@ func TestExecutor(t *testing.T) {
 			panic("handler exploded")
 		}, nil))
 		b := startClient(t, pool, ws, nil)
-		row, err := b.client.Enqueue(ctx, noteArgs{}, &pgqueue.InsertOpts{MaxAttempts: 1})
+		row, err := b.client.Enqueue(ctx, noteArgs{}, &pgqueue.EnqueueOpts{MaxAttempts: 1})
 		must(t, err)
 		s := waitState(t, pool, row.ID, "discarded")
 		if len(s.errors) != 1 || s.errors[0] != "panic: handler exploded" || !strings.Contains(s.traces[0], "runHandler") {
@@ -78,7 +78,7 @@ func TestExecutor(t *testing.T) {
 		ws := pgqueue.NewWorkers()
 		must(t, pgqueue.AddWorkerFunc(ws, func(ctx context.Context, job *pgqueue.Job[noteArgs]) error { return nil }, nil))
 		b := startClient(t, pool, ws, &pgqueue.Config{UnknownKindDelay: time.Hour})
-		row, err := b.client.Enqueue(ctx, emailArgs{}, &pgqueue.InsertOpts{MaxAttempts: 1})
+		row, err := b.client.Enqueue(ctx, emailArgs{}, &pgqueue.EnqueueOpts{MaxAttempts: 1})
 		must(t, err)
 		s := waitState(t, pool, row.ID, "scheduled")
 		if s.attempt != 0 || len(s.errors) != 1 || !strings.Contains(s.errors[0], `no worker for job kind "email"`) {
@@ -95,7 +95,7 @@ func TestExecutor(t *testing.T) {
 			return ctx.Err()
 		}, &pgqueue.WorkerOpts{Timeout: 100 * time.Millisecond}))
 		b := startClient(t, pool, ws, nil)
-		row, err := b.client.Enqueue(ctx, noteArgs{}, &pgqueue.InsertOpts{MaxAttempts: 1})
+		row, err := b.client.Enqueue(ctx, noteArgs{}, &pgqueue.EnqueueOpts{MaxAttempts: 1})
 		must(t, err)
 		s := waitState(t, pool, row.ID, "discarded")
 		if !slices.Equal(s.errors, []string{context.DeadlineExceeded.Error()}) {
@@ -121,7 +121,7 @@ func TestJobWaitingPastAHeartbeatIntervalIsHandedBack(t *testing.T) {
 		Queues: map[string]pgqueue.QueueConfig{pgqueue.DefaultQueue: {MaxWorkers: 4}}, Logger: testlog.Discard()})
 	// Every claim's jobs look as if they had waited a second for a worker.
 	pgqueue.SetClaimAged(c, time.Second)
-	_, err := c.EnqueueMany(ctx, []pgqueue.EnqueueParams{{Args: noteArgs{N: 1}}, {Args: noteArgs{N: 2}}})
+	_, err := c.EnqueueMany(ctx, []pgqueue.EnqueueManyParams{{Args: noteArgs{N: 1}}, {Args: noteArgs{N: 2}}})
 	must(t, err)
 	must(t, c.Start(ctx))
 	// The claim happens at Start; the hand-back makes both available again.

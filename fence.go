@@ -24,7 +24,7 @@ const staleFenceCode = "PQF01"
 // which raises SQLSTATE PQF01.
 func (c *Client) CheckFenceTx(ctx context.Context, tx pgx.Tx, resource string, token int64) error {
 	if isNilValue(tx) {
-		return fmt.Errorf("check fence %q: %w", resource, ErrNilTx)
+		return fmt.Errorf("check fence %q: %w", resource, errNilTx)
 	}
 	if _, err := tx.Exec(ctx, c.q.checkFence, resource, token); err != nil {
 		if IsStaleFence(err) {

@@ -138,8 +138,8 @@ func (h *heartbeater) heartbeat(jobs []*activeJob) error {
 		j.cancel(ErrJobLeaseLost)
 		h.log.Warn("pgqueue: lease lost", "job", j.row.ID, "kind", j.row.Kind, "fence", j.row.Fence,
 			"queue", j.row.Queue, "attempt", j.row.Attempt)
-		if f := h.obs.Refused; f != nil {
-			f(j.row, "heartbeat")
+		if f := h.obs.WriteRefused; f != nil {
+			f(j.row, WriteHeartbeat)
 		}
 	}
 	return nil

@@ -35,10 +35,10 @@ func (emptyKindArgs) Kind() string { return "" }
 
 // noteParams returns n jobs to enqueue, of args noteArgs{N: 0} to
 // noteArgs{N: n-1}.
-func noteParams(n int) []pgqueue.EnqueueParams {
-	params := make([]pgqueue.EnqueueParams, n)
+func noteParams(n int) []pgqueue.EnqueueManyParams {
+	params := make([]pgqueue.EnqueueManyParams, n)
 	for i := range params {
-		params[i] = pgqueue.EnqueueParams{Args: noteArgs{N: i}}
+		params[i] = pgqueue.EnqueueManyParams{Args: noteArgs{N: i}}
 	}
 	return params
 }

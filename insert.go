@@ -13,9 +13,9 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// InsertOpts are the options of one job. The zero value is a job on
-// DefaultQueue, priority 0, due now, with DefaultMaxAttempts attempts.
-type InsertOpts struct {
+// EnqueueOpts are the options of one job. The zero value is a job on
+// DefaultQueue, priority 0, due now, with 25 attempts.
+type EnqueueOpts struct {
 	// Queue is the queue to insert into. Default DefaultQueue. A queue name
 	// is 1 to 63 bytes of lower-case letters, digits, '_', '-' and '.',
 	// starting with a letter or digit (it becomes part of NOTIFY payloads
@@ -26,7 +26,7 @@ type InsertOpts struct {
 	// RunAt delays the job until then. Zero: due now, by the database clock.
 	RunAt time.Time
 	// MaxAttempts is how many attempts a failing job gets before it is
-	// discarded. Default DefaultMaxAttempts.
+	// discarded. Default 25.
 	MaxAttempts int
 	// Tags are free labels kept with the job.
 	Tags []string
@@ -53,20 +53,20 @@ type EnqueueResult struct {
 
 // EnqueueManyResult is what EnqueueMany did.
 type EnqueueManyResult struct {
-	// Inserted is how many jobs were inserted.
-	Inserted int64
+	// Enqueued is how many jobs were inserted.
+	Enqueued int64
 	// Duplicates are the positions in params, ascending, of the unique
 	// jobs not inserted because an equal job existed: in the table, or
 	// earlier in params.
 	Duplicates []int
 }
 
-// EnqueueParams is one job of EnqueueMany.
-type EnqueueParams struct {
+// EnqueueManyParams is one job of EnqueueMany.
+type EnqueueManyParams struct {
 	// Args are the job's args.
 	Args JobArgs
 	// Opts are its options; nil means defaults.
-	Opts *InsertOpts
+	Opts *EnqueueOpts
 }
 
 // encodedJob is a validated job ready to be written.
@@ -83,7 +83,7 @@ type encodedJob struct {
 	unique      *uniqueKey // nil unless InsertOpts.Unique
 }
 
-// JobArgsWithInsertOpts is implemented by args types that declare the
+// JobArgsWithEnqueueOpts is implemented by args types that declare the
 // default insert options of their kind. Every insert of such args (Enqueue,
 // EnqueueMany and their Tx twins, periodic runs) starts from these
 // defaults, and the caller's InsertOpts override them field by field:
@@ -92,20 +92,20 @@ type encodedJob struct {
 // wins. Meta is merged key by key, the caller's keys winning. So a
 // caller cannot set a field back to zero (Priority 0 under a default of
 // 2): give such a kind no default for that field.
-type JobArgsWithInsertOpts interface {
+type JobArgsWithEnqueueOpts interface {
 	JobArgs
-	// InsertOpts returns the kind's defaults; called on each insert.
-	InsertOpts() InsertOpts
+	// EnqueueOpts returns the kind's defaults; called on each insert.
+	EnqueueOpts() EnqueueOpts
 }
 
 // resolveOpts returns opts over the defaults args declares, if any: opts
 // itself when there are none.
-func resolveOpts(args JobArgs, opts *InsertOpts) *InsertOpts {
-	d, ok := args.(JobArgsWithInsertOpts)
+func resolveOpts(args JobArgs, opts *EnqueueOpts) *EnqueueOpts {
+	d, ok := args.(JobArgsWithEnqueueOpts)
 	if !ok {
 		return opts
 	}
-	o := d.InsertOpts()
+	o := d.EnqueueOpts()
 	if opts == nil {
 		return &o
 	}
@@ -134,9 +134,9 @@ func resolveOpts(args JobArgs, opts *InsertOpts) *InsertOpts {
 
 // resolveAll returns params with every job's options resolved
 // (resolveOpts): params itself when no args type declares defaults.
-func resolveAll(params []EnqueueParams) []EnqueueParams {
-	i := slices.IndexFunc(params, func(p EnqueueParams) bool {
-		_, ok := p.Args.(JobArgsWithInsertOpts)
+func resolveAll(params []EnqueueManyParams) []EnqueueManyParams {
+	i := slices.IndexFunc(params, func(p EnqueueManyParams) bool {
+		_, ok := p.Args.(JobArgsWithEnqueueOpts)
 		return ok
 	})
 	if i < 0 {
@@ -151,22 +151,22 @@ func resolveAll(params []EnqueueParams) []EnqueueParams {
 
 // newInsertParams fills p with one job: args encoded, opts (resolved
 // already) applied.
-func (c *Client) newInsertParams(args JobArgs, opts *InsertOpts, p *InsertParams) error {
+func (c *Client) newInsertParams(args JobArgs, opts *EnqueueOpts, p *EnqueueParams) error {
 	if isNilValue(args) { // a typed nil pointer's Kind() may panic
-		return fmt.Errorf("%w: nil args (%T)", ErrInvalidArgs, args)
+		return fmt.Errorf("%w job args: nil args (%T)", ErrInvalid, args)
 	}
 	kind := args.Kind()
 	if err := validateKind(kind); err != nil {
 		return err
 	}
 	if opts == nil {
-		opts = &InsertOpts{}
+		opts = &EnqueueOpts{}
 	}
 	encoded, err := json.Marshal(args)
 	if err != nil {
-		return fmt.Errorf("%w: enqueue %s: %w", ErrInvalidArgs, kind, err)
+		return fmt.Errorf("%w job args: enqueue %s: %w", ErrInvalid, kind, err)
 	}
-	*p = InsertParams{
+	*p = EnqueueParams{
 		Args: args, Kind: kind, EncodedArgs: encoded,
 		Queue: cmp.Or(opts.Queue, DefaultQueue), Priority: opts.Priority, RunAt: opts.RunAt, MaxAttempts: opts.MaxAttempts,
 		Tags: opts.Tags, Meta: opts.Meta, SingletonKey: opts.SingletonKey, Unique: opts.Unique,
@@ -176,7 +176,7 @@ func (c *Client) newInsertParams(args JobArgs, opts *InsertOpts, p *InsertParams
 
 // encode validates and encodes one job, its args type's defaults under
 // opts.
-func (c *Client) encode(args JobArgs, opts *InsertOpts) (*encodedJob, error) {
+func (c *Client) encode(args JobArgs, opts *EnqueueOpts) (*encodedJob, error) {
 	return c.encodeResolved(args, resolveOpts(args, opts), "")
 }
 
@@ -184,8 +184,8 @@ func (c *Client) encode(args JobArgs, opts *InsertOpts) (*encodedJob, error) {
 // validQueue, if not empty, is a valid queue name: a batch passes the
 // queue of the job before, so a run of jobs for one queue checks its name
 // once.
-func (c *Client) encodeResolved(args JobArgs, opts *InsertOpts, validQueue string) (*encodedJob, error) {
-	var p InsertParams
+func (c *Client) encodeResolved(args JobArgs, opts *EnqueueOpts, validQueue string) (*encodedJob, error) {
+	var p EnqueueParams
 	if err := c.newInsertParams(args, opts, &p); err != nil {
 		return nil, err
 	}
@@ -195,7 +195,7 @@ func (c *Client) encodeResolved(args JobArgs, opts *InsertOpts, validQueue strin
 // encodeParams validates a job, as every insert does once its middleware
 // ran, and makes it ready to be written. See encodeResolved for
 // validQueue.
-func (c *Client) encodeParams(p *InsertParams, validQueue string) (*encodedJob, error) {
+func (c *Client) encodeParams(p *EnqueueParams, validQueue string) (*encodedJob, error) {
 	kind := p.Kind
 	if err := validateKind(kind); err != nil {
 		return nil, err
@@ -207,16 +207,16 @@ func (c *Client) encodeParams(p *InsertParams, validQueue string) (*encodedJob, 
 		}
 	}
 	if p.MaxAttempts < 0 || p.MaxAttempts > math.MaxInt32 {
-		return nil, fmt.Errorf("%w: enqueue %s: MaxAttempts %d out of range", ErrInvalidOption, kind, p.MaxAttempts)
+		return nil, fmt.Errorf("%w option: enqueue %s: MaxAttempts %d out of range", ErrInvalid, kind, p.MaxAttempts)
 	}
 	if len(p.EncodedArgs) > c.config.MaxArgsSize {
-		return nil, fmt.Errorf("%w: enqueue %s: %d bytes, limit %d", ErrArgsTooLarge, kind, len(p.EncodedArgs), c.config.MaxArgsSize)
+		return nil, fmt.Errorf("%w: job args: enqueue %s: %d bytes, limit %d", ErrTooLarge, kind, len(p.EncodedArgs), c.config.MaxArgsSize)
 	}
 	meta := []byte("{}")
 	if p.Meta != nil {
 		var err error
 		if meta, err = json.Marshal(p.Meta); err != nil {
-			return nil, fmt.Errorf("%w: enqueue %s: meta: %w", ErrInvalidArgs, kind, err)
+			return nil, fmt.Errorf("%w job args: enqueue %s: meta: %w", ErrInvalid, kind, err)
 		}
 	}
 	if err := validateInsert(p, meta); err != nil {
@@ -227,7 +227,7 @@ func (c *Client) encodeParams(p *InsertParams, validQueue string) (*encodedJob, 
 		kind:        kind,
 		args:        p.EncodedArgs,
 		priority:    p.Priority,
-		maxAttempts: cmp.Or(p.MaxAttempts, DefaultMaxAttempts),
+		maxAttempts: cmp.Or(p.MaxAttempts, defaultMaxAttempts),
 		tags:        p.Tags,
 		meta:        meta,
 	}
@@ -255,7 +255,7 @@ func (c *Client) encodeParams(p *InsertParams, validQueue string) (*encodedJob, 
 // Enqueue returns; use EnqueueTx to make it part of your own transaction.
 // A unique job (InsertOpts.Unique) that has an equal job already is not
 // inserted: the result is the existing job, with Duplicate set.
-func (c *Client) Enqueue(ctx context.Context, args JobArgs, opts *InsertOpts) (*EnqueueResult, error) {
+func (c *Client) Enqueue(ctx context.Context, args JobArgs, opts *EnqueueOpts) (*EnqueueResult, error) {
 	res, err := c.insert(ctx, c.pool, args, opts)
 	if err == nil && !res.Duplicate {
 		c.wake(res.Queue)
@@ -265,7 +265,7 @@ func (c *Client) Enqueue(ctx context.Context, args JobArgs, opts *InsertOpts) (*
 
 // EnqueueTx inserts one job inside tx: the job exists only if tx commits.
 // See Enqueue for unique jobs.
-func (c *Client) EnqueueTx(ctx context.Context, tx pgx.Tx, args JobArgs, opts *InsertOpts) (*EnqueueResult, error) {
+func (c *Client) EnqueueTx(ctx context.Context, tx pgx.Tx, args JobArgs, opts *EnqueueOpts) (*EnqueueResult, error) {
 	return c.insert(ctx, tx, args, opts)
 }
 
@@ -273,23 +273,23 @@ type queryer interface {
 	SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults
 }
 
-func (c *Client) insert(ctx context.Context, db queryer, args JobArgs, opts *InsertOpts) (*EnqueueResult, error) {
+func (c *Client) insert(ctx context.Context, db queryer, args JobArgs, opts *EnqueueOpts) (*EnqueueResult, error) {
 	if err := ctxError(ctx, "enqueue"); err != nil {
 		return nil, err
 	}
-	if len(c.config.InsertMiddleware) == 0 {
+	if len(c.config.EnqueueMiddleware) == 0 {
 		job, err := c.encode(args, opts)
 		if err != nil {
 			return nil, err
 		}
 		return c.insertJob(ctx, db, job)
 	}
-	var p InsertParams
+	var p EnqueueParams
 	if err := c.newInsertParams(args, resolveOpts(args, opts), &p); err != nil {
 		return nil, err
 	}
 	paramsForMiddleware(&p)
-	res, err := c.runInsertMiddleware(ctx, []*InsertParams{&p}, func(ctx context.Context) (*InsertResult, error) {
+	res, err := c.runInsertMiddleware(ctx, []*EnqueueParams{&p}, func(ctx context.Context) (*EnqueuedJobs, error) {
 		job, err := c.encodeParams(&p, "")
 		if err != nil {
 			return nil, err
@@ -298,11 +298,11 @@ func (c *Client) insert(ctx context.Context, db queryer, args JobArgs, opts *Ins
 		if err != nil {
 			return nil, err
 		}
-		out := &InsertResult{Rows: []*JobRow{r.JobRow}}
+		out := &EnqueuedJobs{Rows: []*JobRow{r.JobRow}}
 		if r.Duplicate {
 			out.Duplicates = []int{0}
 		} else {
-			out.Inserted = 1
+			out.Enqueued = 1
 		}
 		return out, nil
 	})
@@ -347,7 +347,7 @@ func (c *Client) insertJob(ctx context.Context, db queryer, job *encodedJob) (*E
 // scheduler once due, so no client clock is ever compared with the
 // database's. Unique jobs that have an equal job (in the table, or earlier
 // in params) are skipped, and the result lists them.
-func (c *Client) EnqueueMany(ctx context.Context, params []EnqueueParams) (*EnqueueManyResult, error) {
+func (c *Client) EnqueueMany(ctx context.Context, params []EnqueueManyParams) (*EnqueueManyResult, error) {
 	if err := ctxError(ctx, "enqueue many"); err != nil {
 		return nil, err
 	}
@@ -375,25 +375,25 @@ const copyThreshold = 64
 
 // EnqueueManyTx inserts jobs inside tx: they exist only if tx commits.
 // See EnqueueMany.
-func (c *Client) EnqueueManyTx(ctx context.Context, tx pgx.Tx, params []EnqueueParams) (*EnqueueManyResult, error) {
+func (c *Client) EnqueueManyTx(ctx context.Context, tx pgx.Tx, params []EnqueueManyParams) (*EnqueueManyResult, error) {
 	res, _, err := c.enqueueMany(ctx, tx, params)
 	return res, err
 }
 
 // enqueueMany is EnqueueManyTx; it also returns the queues it wrote jobs
 // due now to, for EnqueueMany to wake once committed.
-func (c *Client) enqueueMany(ctx context.Context, tx pgx.Tx, params []EnqueueParams) (*EnqueueManyResult, map[string]bool, error) {
+func (c *Client) enqueueMany(ctx context.Context, tx pgx.Tx, params []EnqueueManyParams) (*EnqueueManyResult, map[string]bool, error) {
 	if err := ctxError(ctx, "enqueue many"); err != nil {
 		return nil, nil, err
 	}
 	if len(params) == 0 {
 		return &EnqueueManyResult{}, nil, nil
 	}
-	if len(c.config.InsertMiddleware) > 0 {
+	if len(c.config.EnqueueMiddleware) > 0 {
 		return c.enqueueManyMiddleware(ctx, tx, params)
 	}
 	params = resolveAll(params)
-	unique := slices.ContainsFunc(params, func(p EnqueueParams) bool { return p.Opts != nil && p.Opts.Unique != nil })
+	unique := slices.ContainsFunc(params, func(p EnqueueManyParams) bool { return p.Opts != nil && p.Opts.Unique != nil })
 	if len(params) >= copyThreshold && !unique {
 		n, due, err := c.copyMany(ctx, tx, copySource{
 			n:     len(params),
@@ -405,7 +405,7 @@ func (c *Client) enqueueMany(ctx context.Context, tx pgx.Tx, params []EnqueuePar
 		if err != nil {
 			return nil, nil, err
 		}
-		return &EnqueueManyResult{Inserted: n}, due, nil
+		return &EnqueueManyResult{Enqueued: n}, due, nil
 	}
 	jobs := make([]*encodedJob, len(params))
 	for i, p := range params {
@@ -421,9 +421,9 @@ func (c *Client) enqueueMany(ctx context.Context, tx pgx.Tx, params []EnqueuePar
 // enqueueManyMiddleware is enqueueMany through the insert middleware: the
 // jobs are encoded first, for the middleware to see, then written as
 // enqueueMany would.
-func (c *Client) enqueueManyMiddleware(ctx context.Context, tx pgx.Tx, params []EnqueueParams) (*EnqueueManyResult, map[string]bool, error) {
-	store := make([]InsertParams, len(params))
-	ps := make([]*InsertParams, len(params))
+func (c *Client) enqueueManyMiddleware(ctx context.Context, tx pgx.Tx, params []EnqueueManyParams) (*EnqueueManyResult, map[string]bool, error) {
+	store := make([]EnqueueParams, len(params))
+	ps := make([]*EnqueueParams, len(params))
 	for i, p := range params {
 		if err := c.newInsertParams(p.Args, resolveOpts(p.Args, p.Opts), &store[i]); err != nil {
 			return nil, nil, fmt.Errorf("job %d: %w", i, err)
@@ -432,17 +432,17 @@ func (c *Client) enqueueManyMiddleware(ctx context.Context, tx pgx.Tx, params []
 		ps[i] = &store[i]
 	}
 	var queues map[string]bool
-	res, err := c.runInsertMiddleware(ctx, ps, func(ctx context.Context) (*InsertResult, error) {
+	res, err := c.runInsertMiddleware(ctx, ps, func(ctx context.Context) (*EnqueuedJobs, error) {
 		var r *EnqueueManyResult
 		var err error
-		if len(ps) >= copyThreshold && !slices.ContainsFunc(ps, func(p *InsertParams) bool { return p.Unique != nil }) {
+		if len(ps) >= copyThreshold && !slices.ContainsFunc(ps, func(p *EnqueueParams) bool { return p.Unique != nil }) {
 			var n int64
 			n, queues, err = c.copyMany(ctx, tx, copySource{
 				n:      len(ps),
 				later:  func(i int) bool { return !ps[i].RunAt.IsZero() },
 				encode: func(i int, validQueue string) (*encodedJob, error) { return c.encodeParams(ps[i], validQueue) },
 			})
-			r = &EnqueueManyResult{Inserted: n}
+			r = &EnqueueManyResult{Enqueued: n}
 		} else {
 			jobs := make([]*encodedJob, len(ps))
 			for i, p := range ps {
@@ -455,12 +455,12 @@ func (c *Client) enqueueManyMiddleware(ctx context.Context, tx pgx.Tx, params []
 		if err != nil {
 			return nil, err
 		}
-		return &InsertResult{Inserted: r.Inserted, Duplicates: r.Duplicates}, nil
+		return &EnqueuedJobs{Enqueued: r.Enqueued, Duplicates: r.Duplicates}, nil
 	})
 	if err != nil {
 		return nil, nil, err
 	}
-	return &EnqueueManyResult{Inserted: res.Inserted, Duplicates: res.Duplicates}, queues, nil
+	return &EnqueueManyResult{Enqueued: res.Enqueued, Duplicates: res.Duplicates}, queues, nil
 }
 
 // writeMany writes a batch of validated jobs in statements (chunks when
@@ -480,7 +480,7 @@ func (c *Client) writeMany(ctx context.Context, tx pgx.Tx, jobs []*encodedJob) (
 	if err != nil {
 		return nil, nil, err
 	}
-	return &EnqueueManyResult{Inserted: n}, queues, nil
+	return &EnqueueManyResult{Enqueued: n}, queues, nil
 }
 
 // insertMany writes a small batch, and its notifications, in one round trip.
@@ -529,7 +529,7 @@ func newJobColumns(jobs []*encodedJob) (*jobColumns, error) {
 	for i, j := range jobs {
 		t, err := json.Marshal(j.tags)
 		if err != nil {
-			return nil, fmt.Errorf("%w: tags: %w", ErrInvalidArgs, err)
+			return nil, fmt.Errorf("%w job args: tags: %w", ErrInvalid, err)
 		}
 		c.queues[i], c.kinds[i], c.singletons[i] = j.queue, j.kind, j.singleton
 		c.encArgs[i], c.tags[i], c.meta[i] = string(j.args), string(t), string(j.meta)

@@ -134,12 +134,12 @@ func BenchmarkCopyEncoderAlternating(b *testing.B) {
 
 // copyBenchJobs are n jobs: "plain" ones with default options, or "full"
 // ones with tags, meta and a singleton key, one in ten scheduled.
-func copyBenchJobs(n int, shape string) []pgqueue.EnqueueParams {
-	params := make([]pgqueue.EnqueueParams, n)
-	full := &pgqueue.InsertOpts{Queue: "mail", Priority: 2, Tags: []string{"signup", "eu"}, Meta: map[string]any{"source": "web"}}
+func copyBenchJobs(n int, shape string) []pgqueue.EnqueueManyParams {
+	params := make([]pgqueue.EnqueueManyParams, n)
+	full := &pgqueue.EnqueueOpts{Queue: "mail", Priority: 2, Tags: []string{"signup", "eu"}, Meta: map[string]any{"source": "web"}}
 	for i := range params {
 		if shape == "plain" {
-			params[i] = pgqueue.EnqueueParams{Args: noteArgs{N: i}}
+			params[i] = pgqueue.EnqueueManyParams{Args: noteArgs{N: i}}
 			continue
 		}
 		opts := full
@@ -148,7 +148,7 @@ func copyBenchJobs(n int, shape string) []pgqueue.EnqueueParams {
 			o.RunAt, o.SingletonKey = time.Now().Add(time.Hour), fmt.Sprint("key-", i)
 			opts = &o
 		}
-		params[i] = pgqueue.EnqueueParams{Args: emailArgs{To: fmt.Sprintf("user%d@example.com", i)}, Opts: opts}
+		params[i] = pgqueue.EnqueueManyParams{Args: emailArgs{To: fmt.Sprintf("user%d@example.com", i)}, Opts: opts}
 	}
 	return params
 }

@@ -4,7 +4,7 @@ import "context"
 
 // EnqueueManyCopy is EnqueueMany for a batch that takes the COPY path,
 // with the hand-written encoder or, if viaPgx, pgx's CopyFrom.
-func EnqueueManyCopy(ctx context.Context, c *Client, params []EnqueueParams, viaPgx bool) (int64, error) {
+func EnqueueManyCopy(ctx context.Context, c *Client, params []EnqueueManyParams, viaPgx bool) (int64, error) {
 	stream := c.copyStream
 	if viaPgx {
 		stream = c.copyStreamPgx

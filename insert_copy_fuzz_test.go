@@ -37,7 +37,7 @@ const copyRowSQL = `SELECT jsonb_build_array(queue, kind, args, priority, max_at
 // copyBoth writes params through the hand-written COPY encoder and then
 // through pgx's CopyFrom, and returns each one's rows (copyRowSQL) or
 // error.
-func copyBoth(t *testing.T, c *pgqueue.Client, pool *pgxpool.Pool, params []pgqueue.EnqueueParams) (hand, viaPgx []string, handErr, pgxErr error) {
+func copyBoth(t *testing.T, c *pgqueue.Client, pool *pgxpool.Pool, params []pgqueue.EnqueueManyParams) (hand, viaPgx []string, handErr, pgxErr error) {
 	t.Helper()
 	ctx := context.Background()
 	rows := func(viaPgx bool) ([]string, error) {
@@ -65,7 +65,7 @@ func copyBoth(t *testing.T, c *pgqueue.Client, pool *pgxpool.Pool, params []pgqu
 }
 
 // copyErrorKinds are the sentinels a refused batch may carry.
-var copyErrorKinds = append(slices.Clone(typedInsertErrors), pgqueue.ErrInvalidQueue)
+var copyErrorKinds = append(slices.Clone(typedInsertErrors), pgqueue.ErrInvalid)
 
 func copyErrorKind(err error) error {
 	for _, s := range copyErrorKinds {
@@ -79,7 +79,7 @@ func copyErrorKind(err error) error {
 // checkCopyEncodersAgree fails unless the hand-written encoder and pgx's
 // stored the same rows, or both refused the batch with the same typed
 // error (or both with the server's).
-func checkCopyEncodersAgree(t *testing.T, c *pgqueue.Client, pool *pgxpool.Pool, params []pgqueue.EnqueueParams) {
+func checkCopyEncodersAgree(t *testing.T, c *pgqueue.Client, pool *pgxpool.Pool, params []pgqueue.EnqueueManyParams) {
 	t.Helper()
 	hand, viaPgx, handErr, pgxErr := copyBoth(t, c, pool, params)
 	if (handErr == nil) != (pgxErr == nil) || copyErrorKind(handErr) != copyErrorKind(pgxErr) {
@@ -98,14 +98,14 @@ func checkCopyEncodersAgree(t *testing.T, c *pgqueue.Client, pool *pgxpool.Pool,
 // copyFuzzBatch is the batch of one fuzzed job: the job itself, a job
 // with defaults, and the job again scheduled if it was due now or due now
 // if it was scheduled, so that both COPY streams carry it.
-func copyFuzzBatch(args pgqueue.JobArgs, opts pgqueue.InsertOpts) []pgqueue.EnqueueParams {
+func copyFuzzBatch(args pgqueue.JobArgs, opts pgqueue.EnqueueOpts) []pgqueue.EnqueueManyParams {
 	other := opts
 	if opts.RunAt.IsZero() {
 		other.RunAt = time.Date(2030, 1, 2, 3, 4, 5, 6789, time.UTC)
 	} else {
 		other.RunAt = time.Time{}
 	}
-	return []pgqueue.EnqueueParams{
+	return []pgqueue.EnqueueManyParams{
 		{Args: args, Opts: &opts},
 		{Args: anyKindArgs{K: "plain", S: "x"}},
 		{Args: args, Opts: &other},
@@ -121,42 +121,42 @@ func TestCopyEncodersAgreeOnEdgeValues(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		args pgqueue.JobArgs
-		opts pgqueue.InsertOpts
+		opts pgqueue.EnqueueOpts
 	}{
-		{"defaults and NULL singleton key", rawJSONArgs{K: "k", JSON: `{}`}, pgqueue.InsertOpts{}},
-		{"empty array args", rawJSONArgs{K: "k", JSON: `[]`}, pgqueue.InsertOpts{}},
-		{"bare values as args", rawJSONArgs{K: "k", JSON: `"str"`}, pgqueue.InsertOpts{Meta: map[string]any{}}},
-		{"null args", rawJSONArgs{K: "k", JSON: `null`}, pgqueue.InsertOpts{}},
-		{"huge args", rawJSONArgs{K: "k", JSON: huge}, pgqueue.InsertOpts{}},
-		{"json escapes and numbers", rawJSONArgs{K: "k", JSON: `{"a":"\u00e9\n\t\\\"\u2028","n":1.50e+300,"z":-0,"big":123456789012345678901234567890}`}, pgqueue.InsertOpts{}},
-		{"unicode everywhere", anyKindArgs{K: "kïnd✓", S: "ünïcode ✓ 𝄞 \u2028 \ufffd"}, pgqueue.InsertOpts{
+		{"defaults and NULL singleton key", rawJSONArgs{K: "k", JSON: `{}`}, pgqueue.EnqueueOpts{}},
+		{"empty array args", rawJSONArgs{K: "k", JSON: `[]`}, pgqueue.EnqueueOpts{}},
+		{"bare values as args", rawJSONArgs{K: "k", JSON: `"str"`}, pgqueue.EnqueueOpts{Meta: map[string]any{}}},
+		{"null args", rawJSONArgs{K: "k", JSON: `null`}, pgqueue.EnqueueOpts{}},
+		{"huge args", rawJSONArgs{K: "k", JSON: huge}, pgqueue.EnqueueOpts{}},
+		{"json escapes and numbers", rawJSONArgs{K: "k", JSON: `{"a":"\u00e9\n\t\\\"\u2028","n":1.50e+300,"z":-0,"big":123456789012345678901234567890}`}, pgqueue.EnqueueOpts{}},
+		{"unicode everywhere", anyKindArgs{K: "kïnd✓", S: "ünïcode ✓ 𝄞 \u2028 \ufffd"}, pgqueue.EnqueueOpts{
 			Queue: "q.ü-not-valid", Tags: []string{"ç", "𝄞"}, SingletonKey: "ключ", Meta: map[string]any{"ü": "𝄞"}}},
-		{"unicode valid queue", anyKindArgs{K: "kïnd✓", S: "ünïcode ✓ 𝄞"}, pgqueue.InsertOpts{
+		{"unicode valid queue", anyKindArgs{K: "kïnd✓", S: "ünïcode ✓ 𝄞"}, pgqueue.EnqueueOpts{
 			Queue: "q.1-a_b", Tags: []string{"ç", "𝄞"}, SingletonKey: "ключ", Meta: map[string]any{"ü": "𝄞"}}},
-		{"tags with quotes, commas, braces, empty, NULL", anyKindArgs{K: "k"}, pgqueue.InsertOpts{
+		{"tags with quotes, commas, braces, empty, NULL", anyKindArgs{K: "k"}, pgqueue.EnqueueOpts{
 			Tags: []string{`"`, `a,b`, "", `{x}`, `\`, "NULL", "null", " ", `a"b,c{d}\e`}}},
-		{"empty tags", anyKindArgs{K: "k"}, pgqueue.InsertOpts{Tags: []string{}}},
-		{"one empty tag", anyKindArgs{K: "k"}, pgqueue.InsertOpts{Tags: []string{""}}},
-		{"many tags", anyKindArgs{K: "k"}, pgqueue.InsertOpts{Tags: slices.Repeat([]string{"t"}, 10_000)}},
-		{"max priority and attempts", anyKindArgs{K: "k"}, pgqueue.InsertOpts{Priority: math.MaxInt16, MaxAttempts: math.MaxInt32}},
-		{"min priority, one attempt", anyKindArgs{K: "k"}, pgqueue.InsertOpts{Priority: math.MinInt16, MaxAttempts: 1}},
-		{"attempts out of range", anyKindArgs{K: "k"}, pgqueue.InsertOpts{MaxAttempts: math.MaxInt32 + 1}},
-		{"negative attempts", anyKindArgs{K: "k"}, pgqueue.InsertOpts{MaxAttempts: -1}},
-		{"meta", anyKindArgs{K: "k"}, pgqueue.InsertOpts{Meta: map[string]any{"n": 1.5, "s": "x\"y", "l": []any{1, "a", nil}, "o": map[string]any{}}}},
-		{"meta NUL refused", anyKindArgs{K: "k"}, pgqueue.InsertOpts{Meta: map[string]any{"m": "\x00"}}},
-		{"singleton key", anyKindArgs{K: "k"}, pgqueue.InsertOpts{SingletonKey: " \tk\n" + strings.Repeat("key,\"{}\\", 1000) + " "}},
-		{"year 1", anyKindArgs{K: "k"}, pgqueue.InsertOpts{RunAt: time.Date(1, 1, 1, 0, 0, 0, 0, time.UTC)}},
-		{"year 1, last µs of a day", anyKindArgs{K: "k"}, pgqueue.InsertOpts{RunAt: time.Date(1, 1, 1, 23, 59, 59, 999999999, time.UTC)}},
-		{"year 9999", anyKindArgs{K: "k"}, pgqueue.InsertOpts{RunAt: time.Date(9999, 12, 31, 23, 59, 59, 999999999, time.UTC)}},
-		{"before 2000, truncated", anyKindArgs{K: "k"}, pgqueue.InsertOpts{RunAt: time.Date(1999, 12, 31, 23, 59, 59, 999999999, time.UTC)}},
-		{"2000 epoch", anyKindArgs{K: "k"}, pgqueue.InsertOpts{RunAt: time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)}},
-		{"µs truncation, zone", anyKindArgs{K: "k"}, pgqueue.InsertOpts{RunAt: time.Date(2031, 2, 3, 4, 5, 6, 789012999, time.FixedZone("x", -5*3600-1800))}},
-		{"monotonic clock reading", anyKindArgs{K: "k"}, pgqueue.InsertOpts{RunAt: time.Now().Add(time.Hour)}},
-		{"year 10000 refused", anyKindArgs{K: "k"}, pgqueue.InsertOpts{RunAt: time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC)}},
-		{"bad queue refused", anyKindArgs{K: "k"}, pgqueue.InsertOpts{Queue: "Bad Queue"}},
-		{"args too large refused", rawJSONArgs{K: "k", JSON: `"` + strings.Repeat("x", 8<<20) + `"`}, pgqueue.InsertOpts{}},
-		{"lone surrogate: the server refuses", rawJSONArgs{K: "k", JSON: `{"s":"\ud800"}`}, pgqueue.InsertOpts{}},
-		{"everything", anyKindArgs{K: "all", S: "é"}, pgqueue.InsertOpts{
+		{"empty tags", anyKindArgs{K: "k"}, pgqueue.EnqueueOpts{Tags: []string{}}},
+		{"one empty tag", anyKindArgs{K: "k"}, pgqueue.EnqueueOpts{Tags: []string{""}}},
+		{"many tags", anyKindArgs{K: "k"}, pgqueue.EnqueueOpts{Tags: slices.Repeat([]string{"t"}, 10_000)}},
+		{"max priority and attempts", anyKindArgs{K: "k"}, pgqueue.EnqueueOpts{Priority: math.MaxInt16, MaxAttempts: math.MaxInt32}},
+		{"min priority, one attempt", anyKindArgs{K: "k"}, pgqueue.EnqueueOpts{Priority: math.MinInt16, MaxAttempts: 1}},
+		{"attempts out of range", anyKindArgs{K: "k"}, pgqueue.EnqueueOpts{MaxAttempts: math.MaxInt32 + 1}},
+		{"negative attempts", anyKindArgs{K: "k"}, pgqueue.EnqueueOpts{MaxAttempts: -1}},
+		{"meta", anyKindArgs{K: "k"}, pgqueue.EnqueueOpts{Meta: map[string]any{"n": 1.5, "s": "x\"y", "l": []any{1, "a", nil}, "o": map[string]any{}}}},
+		{"meta NUL refused", anyKindArgs{K: "k"}, pgqueue.EnqueueOpts{Meta: map[string]any{"m": "\x00"}}},
+		{"singleton key", anyKindArgs{K: "k"}, pgqueue.EnqueueOpts{SingletonKey: " \tk\n" + strings.Repeat("key,\"{}\\", 1000) + " "}},
+		{"year 1", anyKindArgs{K: "k"}, pgqueue.EnqueueOpts{RunAt: time.Date(1, 1, 1, 0, 0, 0, 0, time.UTC)}},
+		{"year 1, last µs of a day", anyKindArgs{K: "k"}, pgqueue.EnqueueOpts{RunAt: time.Date(1, 1, 1, 23, 59, 59, 999999999, time.UTC)}},
+		{"year 9999", anyKindArgs{K: "k"}, pgqueue.EnqueueOpts{RunAt: time.Date(9999, 12, 31, 23, 59, 59, 999999999, time.UTC)}},
+		{"before 2000, truncated", anyKindArgs{K: "k"}, pgqueue.EnqueueOpts{RunAt: time.Date(1999, 12, 31, 23, 59, 59, 999999999, time.UTC)}},
+		{"2000 epoch", anyKindArgs{K: "k"}, pgqueue.EnqueueOpts{RunAt: time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)}},
+		{"µs truncation, zone", anyKindArgs{K: "k"}, pgqueue.EnqueueOpts{RunAt: time.Date(2031, 2, 3, 4, 5, 6, 789012999, time.FixedZone("x", -5*3600-1800))}},
+		{"monotonic clock reading", anyKindArgs{K: "k"}, pgqueue.EnqueueOpts{RunAt: time.Now().Add(time.Hour)}},
+		{"year 10000 refused", anyKindArgs{K: "k"}, pgqueue.EnqueueOpts{RunAt: time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC)}},
+		{"bad queue refused", anyKindArgs{K: "k"}, pgqueue.EnqueueOpts{Queue: "Bad Queue"}},
+		{"args too large refused", rawJSONArgs{K: "k", JSON: `"` + strings.Repeat("x", 8<<20) + `"`}, pgqueue.EnqueueOpts{}},
+		{"lone surrogate: the server refuses", rawJSONArgs{K: "k", JSON: `{"s":"\ud800"}`}, pgqueue.EnqueueOpts{}},
+		{"everything", anyKindArgs{K: "all", S: "é"}, pgqueue.EnqueueOpts{
 			Queue: "mail", Priority: -7, MaxAttempts: 3, Tags: []string{"a", ""}, Meta: map[string]any{"k": "v"},
 			SingletonKey: "s", RunAt: time.Date(2040, 5, 6, 7, 8, 9, 123456789, time.UTC)}},
 	} {
@@ -178,7 +178,7 @@ func FuzzCopyEncoders(f *testing.F) {
 	pool := newPool(f)
 	c := newClient(f, pool, nil)
 	f.Fuzz(func(t *testing.T, args, kind, queue, tag1, tag2, key string, priority int16, maxAttempts int64, meta string, sec, nsec int64) {
-		opts := pgqueue.InsertOpts{Queue: queue, Priority: priority, MaxAttempts: int(maxAttempts), SingletonKey: key}
+		opts := pgqueue.EnqueueOpts{Queue: queue, Priority: priority, MaxAttempts: int(maxAttempts), SingletonKey: key}
 		if tag1 != "" || tag2 != "" {
 			opts.Tags = []string{tag1, tag2}
 		}

@@ -19,19 +19,19 @@ func TestEnqueueManyCopies100000(t *testing.T) {
 	pool := newPool(t)
 	c := newClient(t, pool, nil)
 	const n = 100_000
-	params := make([]pgqueue.EnqueueParams, n)
+	params := make([]pgqueue.EnqueueManyParams, n)
 	for i := range params {
-		opts := &pgqueue.InsertOpts{Queue: fmt.Sprintf("q%d", i%3), Priority: int16(i % 5)}
+		opts := &pgqueue.EnqueueOpts{Queue: fmt.Sprintf("q%d", i%3), Priority: int16(i % 5)}
 		if i%10 == 0 {
 			opts.RunAt = time.Now().Add(time.Hour)
 		}
-		params[i] = pgqueue.EnqueueParams{Args: emailArgs{To: fmt.Sprint(i)}, Opts: opts}
+		params[i] = pgqueue.EnqueueManyParams{Args: emailArgs{To: fmt.Sprint(i)}, Opts: opts}
 	}
 	res, err := c.EnqueueMany(ctx, params)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := res.Inserted; got != n {
+	if got := res.Enqueued; got != n {
 		t.Fatalf("inserted %d, want %d", got, n)
 	}
 	if a := countJobs(t, pool, "state = 'available'"); a != n*9/10 {
@@ -53,17 +53,17 @@ func TestEnqueueManyCopyColumns(t *testing.T) {
 	pool := newPool(t)
 	c := newClient(t, pool, nil)
 	runAt := time.Date(2031, 2, 3, 4, 5, 6, 789012000, time.UTC)
-	params := make([]pgqueue.EnqueueParams, pgqueue.CopyThreshold)
+	params := make([]pgqueue.EnqueueManyParams, pgqueue.CopyThreshold)
 	for i := range params {
-		params[i] = pgqueue.EnqueueParams{Args: emailArgs{To: "plain"}}
+		params[i] = pgqueue.EnqueueManyParams{Args: emailArgs{To: "plain"}}
 	}
-	params[1] = pgqueue.EnqueueParams{Args: emailArgs{To: "ünïcode ✓"}, Opts: &pgqueue.InsertOpts{
+	params[1] = pgqueue.EnqueueManyParams{Args: emailArgs{To: "ünïcode ✓"}, Opts: &pgqueue.EnqueueOpts{
 		Queue: "mail", Priority: -3, MaxAttempts: 7, Tags: []string{"a", "", "ç d"},
 		Meta: map[string]any{"k": 1}, SingletonKey: "key-1",
 	}}
-	params[2] = pgqueue.EnqueueParams{Args: emailArgs{To: "later"}, Opts: &pgqueue.InsertOpts{RunAt: runAt, Tags: []string{"x"}}}
+	params[2] = pgqueue.EnqueueManyParams{Args: emailArgs{To: "later"}, Opts: &pgqueue.EnqueueOpts{RunAt: runAt, Tags: []string{"x"}}}
 	res, err := c.EnqueueMany(ctx, params)
-	if err != nil || res.Inserted != int64(len(params)) {
+	if err != nil || res.Enqueued != int64(len(params)) {
 		t.Fatalf("EnqueueMany = %+v, %v", res, err)
 	}
 
@@ -118,17 +118,17 @@ func TestEnqueueManyTxInvalidJobMidStream(t *testing.T) {
 	}
 	bad := []struct {
 		name string
-		job  pgqueue.EnqueueParams
+		job  pgqueue.EnqueueManyParams
 		want error
 	}{
-		{"queue", pgqueue.EnqueueParams{Args: emailArgs{}, Opts: &pgqueue.InsertOpts{Queue: "Bad Queue"}}, pgqueue.ErrInvalidQueue},
-		{"size", pgqueue.EnqueueParams{Args: emailArgs{To: strings.Repeat("x", 2000)}}, pgqueue.ErrArgsTooLarge},
-		{"scheduled", pgqueue.EnqueueParams{Args: nil, Opts: &pgqueue.InsertOpts{RunAt: time.Now().Add(time.Hour)}}, pgqueue.ErrInvalidArgs},
+		{"queue", pgqueue.EnqueueManyParams{Args: emailArgs{}, Opts: &pgqueue.EnqueueOpts{Queue: "Bad Queue"}}, pgqueue.ErrInvalid},
+		{"size", pgqueue.EnqueueManyParams{Args: emailArgs{To: strings.Repeat("x", 2000)}}, pgqueue.ErrTooLarge},
+		{"scheduled", pgqueue.EnqueueManyParams{Args: nil, Opts: &pgqueue.EnqueueOpts{RunAt: time.Now().Add(time.Hour)}}, pgqueue.ErrInvalid},
 	}
 	for _, b := range bad {
-		params := make([]pgqueue.EnqueueParams, 50_000)
+		params := make([]pgqueue.EnqueueManyParams, 50_000)
 		for i := range params {
-			params[i] = pgqueue.EnqueueParams{Args: emailArgs{To: "ok"}}
+			params[i] = pgqueue.EnqueueManyParams{Args: emailArgs{To: "ok"}}
 		}
 		params[40_000] = b.job
 		_, err := c.EnqueueManyTx(ctx, tx, params)
@@ -136,7 +136,7 @@ func TestEnqueueManyTxInvalidJobMidStream(t *testing.T) {
 			t.Fatalf("%s: err = %v, want %v naming job 40000", b.name, err, b.want)
 		}
 	}
-	if _, err := c.EnqueueManyTx(ctx, tx, make100(pgqueue.EnqueueParams{Args: emailArgs{To: "kept"}})); err != nil {
+	if _, err := c.EnqueueManyTx(ctx, tx, make100(pgqueue.EnqueueManyParams{Args: emailArgs{To: "kept"}})); err != nil {
 		t.Fatalf("enqueue after a failed batch: %v", err)
 	}
 	if err := tx.Commit(ctx); err != nil {
@@ -151,8 +151,8 @@ func TestEnqueueManyTxInvalidJobMidStream(t *testing.T) {
 	}
 }
 
-func make100(p pgqueue.EnqueueParams) []pgqueue.EnqueueParams {
-	out := make([]pgqueue.EnqueueParams, 100)
+func make100(p pgqueue.EnqueueManyParams) []pgqueue.EnqueueManyParams {
+	out := make([]pgqueue.EnqueueManyParams, 100)
 	for i := range out {
 		out[i] = p
 	}
@@ -172,12 +172,12 @@ func TestEnqueueManyTxServerRejectsRow(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer tx.Rollback(ctx)
-	params := make100(pgqueue.EnqueueParams{Args: emailArgs{To: "ok"}})
-	params[70] = pgqueue.EnqueueParams{Args: loneSurrogateArgs{}}
+	params := make100(pgqueue.EnqueueManyParams{Args: emailArgs{To: "ok"}})
+	params[70] = pgqueue.EnqueueManyParams{Args: loneSurrogateArgs{}}
 	if _, err := c.EnqueueManyTx(ctx, tx, params); err == nil || !strings.Contains(err.Error(), "copy") {
 		t.Fatalf("err = %v, want the server's COPY error", err)
 	}
-	if _, err := c.EnqueueManyTx(ctx, tx, make100(pgqueue.EnqueueParams{Args: emailArgs{To: "kept"}})); err != nil {
+	if _, err := c.EnqueueManyTx(ctx, tx, make100(pgqueue.EnqueueManyParams{Args: emailArgs{To: "kept"}})); err != nil {
 		t.Fatalf("enqueue after a failed batch: %v", err)
 	}
 	if err := tx.Commit(ctx); err != nil {

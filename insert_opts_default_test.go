@@ -18,8 +18,8 @@ type reportArgs struct {
 
 func (reportArgs) Kind() string { return "report" }
 
-func (reportArgs) InsertOpts() pgqueue.InsertOpts {
-	return pgqueue.InsertOpts{
+func (reportArgs) InsertOpts() pgqueue.EnqueueOpts {
+	return pgqueue.EnqueueOpts{
 		Queue:       "reports",
 		Priority:    3,
 		MaxAttempts: 7,
@@ -37,8 +37,8 @@ type bulkArgs struct {
 
 func (bulkArgs) Kind() string { return "bulk" }
 
-func (bulkArgs) InsertOpts() pgqueue.InsertOpts {
-	return pgqueue.InsertOpts{Queue: "bulk", Priority: 2, MaxAttempts: 4, Tags: []string{"bulk"}}
+func (bulkArgs) InsertOpts() pgqueue.EnqueueOpts {
+	return pgqueue.EnqueueOpts{Queue: "bulk", Priority: 2, MaxAttempts: 4, Tags: []string{"bulk"}}
 }
 
 // storedOpts are a job's options as stored.
@@ -81,7 +81,7 @@ func TestArgsInsertOptsDefaults(t *testing.T) {
 			t.Fatalf("stored %+v, want the args type's %+v", got, defaults)
 		}
 		// The default Unique (by args) applies.
-		dup, err := c.Enqueue(ctx, reportArgs{Day: "mon"}, &pgqueue.InsertOpts{Tags: []string{"other"}})
+		dup, err := c.Enqueue(ctx, reportArgs{Day: "mon"}, &pgqueue.EnqueueOpts{Tags: []string{"other"}})
 		must(t, err)
 		if !dup.Duplicate || dup.ID != res.ID {
 			t.Fatalf("second equal report not a duplicate: %+v", dup)
@@ -96,7 +96,7 @@ func TestArgsInsertOptsDefaults(t *testing.T) {
 		must(t, err)
 		// Unique by key instead: a different key, so not a duplicate of
 		// first although the args are equal.
-		res, err := c.Enqueue(ctx, reportArgs{Day: "tue"}, &pgqueue.InsertOpts{
+		res, err := c.Enqueue(ctx, reportArgs{Day: "tue"}, &pgqueue.EnqueueOpts{
 			Queue: "urgent", Priority: 1, MaxAttempts: 2, Tags: []string{"manual"},
 			Meta: map[string]any{"level": "caller"}, Unique: &pgqueue.UniqueOpts{ByKey: "once"},
 		})
@@ -109,7 +109,7 @@ func TestArgsInsertOptsDefaults(t *testing.T) {
 			t.Fatalf("stored %+v, want %+v", got, want)
 		}
 		// Fields the caller leaves zero keep the defaults.
-		res, err = c.Enqueue(ctx, reportArgs{Day: "wed"}, &pgqueue.InsertOpts{Priority: 9})
+		res, err = c.Enqueue(ctx, reportArgs{Day: "wed"}, &pgqueue.EnqueueOpts{Priority: 9})
 		must(t, err)
 		want = defaults
 		want.priority = 9
@@ -123,14 +123,14 @@ func TestArgsInsertOptsDefaults(t *testing.T) {
 		pool := newPool(t)
 		c := newClient(t, pool, nil)
 		// Unique by default: the statement path, the duplicate skipped.
-		res, err := c.EnqueueMany(ctx, []pgqueue.EnqueueParams{
+		res, err := c.EnqueueMany(ctx, []pgqueue.EnqueueManyParams{
 			{Args: reportArgs{Day: "thu"}},
 			{Args: reportArgs{Day: "thu"}},
-			{Args: reportArgs{Day: "fri"}, Opts: &pgqueue.InsertOpts{Queue: "urgent"}},
+			{Args: reportArgs{Day: "fri"}, Opts: &pgqueue.EnqueueOpts{Queue: "urgent"}},
 			{Args: noteArgs{}},
 		})
 		must(t, err)
-		if res.Inserted != 3 || !slices.Equal(res.Duplicates, []int{1}) {
+		if res.Enqueued != 3 || !slices.Equal(res.Duplicates, []int{1}) {
 			t.Fatalf("result %+v", res)
 		}
 		if n := countJobs(t, pool, "kind = 'report' AND queue = 'reports' AND priority = 3 AND max_attempts = 7"); n != 1 {
@@ -144,17 +144,17 @@ func TestArgsInsertOptsDefaults(t *testing.T) {
 		}
 
 		// COPY, some scheduled by the caller.
-		params := make([]pgqueue.EnqueueParams, pgqueue.CopyThreshold)
+		params := make([]pgqueue.EnqueueManyParams, pgqueue.CopyThreshold)
 		for i := range params {
-			params[i] = pgqueue.EnqueueParams{Args: bulkArgs{N: i}}
+			params[i] = pgqueue.EnqueueManyParams{Args: bulkArgs{N: i}}
 			if i%2 == 0 {
-				params[i].Opts = &pgqueue.InsertOpts{Priority: 5, RunAt: time.Now().Add(time.Hour)}
+				params[i].Opts = &pgqueue.EnqueueOpts{Priority: 5, RunAt: time.Now().Add(time.Hour)}
 			}
 		}
 		copied, err := c.EnqueueMany(ctx, params)
 		must(t, err)
-		if copied.Inserted != int64(len(params)) {
-			t.Fatalf("copied %d", copied.Inserted)
+		if copied.Enqueued != int64(len(params)) {
+			t.Fatalf("copied %d", copied.Enqueued)
 		}
 		half := len(params) / 2
 		if n := countJobs(t, pool, "kind = 'bulk' AND queue = 'bulk' AND max_attempts = 4 AND tags = '{bulk}' AND priority = 5 AND state = 'scheduled'"); n != half {
@@ -168,8 +168,8 @@ func TestArgsInsertOptsDefaults(t *testing.T) {
 	t.Run("PeriodicRuns", func(t *testing.T) {
 		t.Parallel()
 		pool := newPool(t)
-		job := pgqueue.NewPeriodicJob("reports", pgqueue.EverySchedule(time.Hour), func() (pgqueue.JobArgs, *pgqueue.InsertOpts) {
-			return reportArgs{Day: "sat"}, &pgqueue.InsertOpts{Priority: 4}
+		job := pgqueue.NewPeriodicJob("reports", pgqueue.EverySchedule(time.Hour), func() (pgqueue.JobArgs, *pgqueue.EnqueueOpts) {
+			return reportArgs{Day: "sat"}, &pgqueue.EnqueueOpts{Priority: 4}
 		}, &pgqueue.PeriodicJobOpts{RunOnStart: true})
 		startClient(t, pool, noteWorkers(t), &pgqueue.Config{PeriodicJobs: []*pgqueue.PeriodicJob{job}})
 		waitFor(t, "the run on start", func() bool { return countJobs(t, pool, "kind = 'report'") == 1 })

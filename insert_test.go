@@ -30,12 +30,12 @@ func TestEnqueue(t *testing.T) {
 		t.Parallel()
 		pool := newPool(t)
 		c := newClient(t, pool, nil)
-		row, err := c.Enqueue(ctx, emailArgs{To: "a@example.com"}, &pgqueue.InsertOpts{Priority: 3, Tags: []string{"x"}, Meta: map[string]any{"k": "v"}})
+		row, err := c.Enqueue(ctx, emailArgs{To: "a@example.com"}, &pgqueue.EnqueueOpts{Priority: 3, Tags: []string{"x"}, Meta: map[string]any{"k": "v"}})
 		if err != nil {
 			t.Fatal(err)
 		}
 		if row.ID == 0 || row.State != pgqueue.StateAvailable || row.Queue != pgqueue.DefaultQueue || row.Kind != "email" ||
-			row.Priority != 3 || row.MaxAttempts != pgqueue.DefaultMaxAttempts || row.Fence != 0 || row.Attempt != 0 {
+			row.Priority != 3 || row.MaxAttempts != 25 || row.Fence != 0 || row.Attempt != 0 {
 			t.Fatalf("unexpected row %+v", row)
 		}
 		if string(row.EncodedArgs) != `{"to": "a@example.com"}` {
@@ -47,7 +47,7 @@ func TestEnqueue(t *testing.T) {
 		t.Parallel()
 		pool := newPool(t)
 		c := newClient(t, pool, nil)
-		row, err := c.Enqueue(ctx, emailArgs{}, &pgqueue.InsertOpts{RunAt: time.Now().Add(time.Hour)})
+		row, err := c.Enqueue(ctx, emailArgs{}, &pgqueue.EnqueueOpts{RunAt: time.Now().Add(time.Hour)})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -94,7 +94,7 @@ func TestEnqueue(t *testing.T) {
 		if _, err := c.EnqueueTx(ctx, tx, emailArgs{To: "b"}, nil); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := c.EnqueueManyTx(ctx, tx, []pgqueue.EnqueueParams{{Args: emailArgs{}}}); err != nil {
+		if _, err := c.EnqueueManyTx(ctx, tx, []pgqueue.EnqueueManyParams{{Args: emailArgs{}}}); err != nil {
 			t.Fatal(err)
 		}
 		if err := tx.Rollback(ctx); err != nil {
@@ -109,9 +109,9 @@ func TestEnqueue(t *testing.T) {
 		t.Parallel()
 		pool := newPool(t)
 		c := newClient(t, pool, nil)
-		_, err := c.EnqueueMany(ctx, []pgqueue.EnqueueParams{{Args: emailArgs{}}, {Args: emailArgs{}, Opts: &pgqueue.InsertOpts{Queue: "Bad Queue"}}})
-		if !errors.Is(err, pgqueue.ErrInvalidQueue) {
-			t.Fatalf("err = %v, want ErrInvalidQueue", err)
+		_, err := c.EnqueueMany(ctx, []pgqueue.EnqueueManyParams{{Args: emailArgs{}}, {Args: emailArgs{}, Opts: &pgqueue.EnqueueOpts{Queue: "Bad Queue"}}})
+		if !errors.Is(err, pgqueue.ErrInvalid) {
+			t.Fatalf("err = %v, want ErrInvalid", err)
 		}
 		if n := countJobs(t, pool, "true"); n != 0 {
 			t.Fatalf("%d jobs after a failed batch, want 0", n)
@@ -132,17 +132,17 @@ func TestEnqueueBadInput(t *testing.T) {
 		name string
 		ctx  context.Context
 		args pgqueue.JobArgs
-		opts *pgqueue.InsertOpts
+		opts *pgqueue.EnqueueOpts
 		want error
 	}{
-		{"InvalidQueue", ctx, emailArgs{}, &pgqueue.InsertOpts{Queue: "no spaces"}, pgqueue.ErrInvalidQueue},
-		{"QueueTooLong", ctx, emailArgs{}, &pgqueue.InsertOpts{Queue: strings.Repeat("q", 64)}, pgqueue.ErrInvalidQueue},
-		{"QueueInjection", ctx, emailArgs{}, &pgqueue.InsertOpts{Queue: "a'; DROP TABLE pgqueue.jobs; --"}, pgqueue.ErrInvalidQueue},
-		{"ArgsDoNotMarshal", ctx, badArgs{C: make(chan int)}, nil, pgqueue.ErrInvalidArgs},
-		{"ArgsTooLarge", ctx, blobArgs{Data: strings.Repeat("x", 2048)}, nil, pgqueue.ErrArgsTooLarge},
-		{"NilArgs", ctx, nil, nil, pgqueue.ErrInvalidArgs},
-		{"EmptyKind", ctx, emptyKindArgs{}, nil, pgqueue.ErrInvalidKind},
-		{"NegativeMaxAttempts", ctx, emailArgs{}, &pgqueue.InsertOpts{MaxAttempts: -1}, pgqueue.ErrInvalidOption},
+		{"InvalidQueue", ctx, emailArgs{}, &pgqueue.EnqueueOpts{Queue: "no spaces"}, pgqueue.ErrInvalid},
+		{"QueueTooLong", ctx, emailArgs{}, &pgqueue.EnqueueOpts{Queue: strings.Repeat("q", 64)}, pgqueue.ErrInvalid},
+		{"QueueInjection", ctx, emailArgs{}, &pgqueue.EnqueueOpts{Queue: "a'; DROP TABLE pgqueue.jobs; --"}, pgqueue.ErrInvalid},
+		{"ArgsDoNotMarshal", ctx, badArgs{C: make(chan int)}, nil, pgqueue.ErrInvalid},
+		{"ArgsTooLarge", ctx, blobArgs{Data: strings.Repeat("x", 2048)}, nil, pgqueue.ErrTooLarge},
+		{"NilArgs", ctx, nil, nil, pgqueue.ErrInvalid},
+		{"EmptyKind", ctx, emptyKindArgs{}, nil, pgqueue.ErrInvalid},
+		{"NegativeMaxAttempts", ctx, emailArgs{}, &pgqueue.EnqueueOpts{MaxAttempts: -1}, pgqueue.ErrInvalid},
 		{"CancelledContext", cancelled, emailArgs{}, nil, context.Canceled},
 	}
 	for _, tc := range cases {
@@ -150,7 +150,7 @@ func TestEnqueueBadInput(t *testing.T) {
 			if _, err := c.Enqueue(tc.ctx, tc.args, tc.opts); !errors.Is(err, tc.want) {
 				t.Fatalf("Enqueue: err = %v, want %v", err, tc.want)
 			}
-			if _, err := c.EnqueueMany(tc.ctx, []pgqueue.EnqueueParams{{Args: tc.args, Opts: tc.opts}}); !errors.Is(err, tc.want) {
+			if _, err := c.EnqueueMany(tc.ctx, []pgqueue.EnqueueManyParams{{Args: tc.args, Opts: tc.opts}}); !errors.Is(err, tc.want) {
 				t.Fatalf("EnqueueMany: err = %v, want %v", err, tc.want)
 			}
 		})
@@ -166,7 +166,7 @@ func TestEnqueueBadInput(t *testing.T) {
 		if _, err := cc.Enqueue(ctx, emailArgs{}, nil); !errors.Is(err, pgqueue.ErrClosedPool) {
 			t.Fatalf("Enqueue: err = %v, want ErrClosedPool", err)
 		}
-		if _, err := cc.EnqueueMany(ctx, []pgqueue.EnqueueParams{{Args: emailArgs{}}}); !errors.Is(err, pgqueue.ErrClosedPool) {
+		if _, err := cc.EnqueueMany(ctx, []pgqueue.EnqueueManyParams{{Args: emailArgs{}}}); !errors.Is(err, pgqueue.ErrClosedPool) {
 			t.Fatalf("EnqueueMany: err = %v, want ErrClosedPool", err)
 		}
 	})
@@ -181,13 +181,13 @@ func TestEnqueueManySmallBatch(t *testing.T) {
 	c := newClient(t, pool, nil)
 	var past time.Time
 	must(t, pool.QueryRow(ctx, "SELECT now() - interval '1 minute'").Scan(&past))
-	res, err := c.EnqueueMany(ctx, []pgqueue.EnqueueParams{
-		{Args: noteArgs{N: 1}, Opts: &pgqueue.InsertOpts{Queue: "a", Priority: 2, Tags: []string{"x", "y"}, Meta: map[string]any{"k": 1}, MaxAttempts: 3}},
-		{Args: noteArgs{N: 2}, Opts: &pgqueue.InsertOpts{RunAt: time.Now().Add(time.Hour)}},
-		{Args: noteArgs{N: 3}, Opts: &pgqueue.InsertOpts{RunAt: past, SingletonKey: "k"}},
+	res, err := c.EnqueueMany(ctx, []pgqueue.EnqueueManyParams{
+		{Args: noteArgs{N: 1}, Opts: &pgqueue.EnqueueOpts{Queue: "a", Priority: 2, Tags: []string{"x", "y"}, Meta: map[string]any{"k": 1}, MaxAttempts: 3}},
+		{Args: noteArgs{N: 2}, Opts: &pgqueue.EnqueueOpts{RunAt: time.Now().Add(time.Hour)}},
+		{Args: noteArgs{N: 3}, Opts: &pgqueue.EnqueueOpts{RunAt: past, SingletonKey: "k"}},
 	})
 	must(t, err)
-	if res.Inserted != 3 || len(res.Duplicates) != 0 {
+	if res.Enqueued != 3 || len(res.Duplicates) != 0 {
 		t.Fatalf("inserted %+v", res)
 	}
 	if countJobs(t, pool, "queue = 'a' AND priority = 2 AND tags = '{x,y}' AND meta = '{\"k\": 1}' AND max_attempts = 3 AND state = 'available'") != 1 ||

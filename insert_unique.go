@@ -72,7 +72,7 @@ func (c *Client) insertManyUnique(ctx context.Context, tx pgx.Tx, jobs []*encode
 		}
 		for i, j := range chunk {
 			if j.unique == nil || inserted[i] {
-				res.Inserted++
+				res.Enqueued++
 			} else {
 				res.Duplicates = append(res.Duplicates, start+i)
 			}

@@ -82,26 +82,26 @@ func validateRunAt(t time.Time) error {
 // validateInsert checks the fields of p that encodeParams passes on as
 // they are, so that every insert path refuses the same input with the
 // same typed error instead of the server's untyped one, or altering it.
-func validateInsert(p *InsertParams, meta []byte) error {
+func validateInsert(p *EnqueueParams, meta []byte) error {
 	kind := p.Kind // validateKind checked it
 	for _, tag := range p.Tags {
 		if err := validateText("tag", tag); err != nil {
-			return fmt.Errorf("%w: enqueue %s: %w", ErrInvalidOption, kind, err)
+			return fmt.Errorf("%w option: enqueue %s: %w", ErrInvalid, kind, err)
 		}
 	}
 	if err := validateText("SingletonKey", p.SingletonKey); err != nil {
-		return fmt.Errorf("%w: enqueue %s: %w", ErrInvalidOption, kind, err)
+		return fmt.Errorf("%w option: enqueue %s: %w", ErrInvalid, kind, err)
 	}
 	if !p.RunAt.IsZero() {
 		if err := validateRunAt(p.RunAt); err != nil {
-			return fmt.Errorf("%w: enqueue %s: %w", ErrInvalidOption, kind, err)
+			return fmt.Errorf("%w option: enqueue %s: %w", ErrInvalid, kind, err)
 		}
 	}
 	if err := validateJSONText("args", p.EncodedArgs); err != nil {
-		return fmt.Errorf("%w: enqueue %s: %w", ErrInvalidArgs, kind, err)
+		return fmt.Errorf("%w job args: enqueue %s: %w", ErrInvalid, kind, err)
 	}
 	if err := validateJSONText("meta", meta); err != nil {
-		return fmt.Errorf("%w: enqueue %s: %w", ErrInvalidOption, kind, err)
+		return fmt.Errorf("%w option: enqueue %s: %w", ErrInvalid, kind, err)
 	}
 	return nil
 }

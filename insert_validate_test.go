@@ -39,13 +39,13 @@ type pathResult struct {
 // enqueuePaths inserts one job through each insert path: Enqueue, a small
 // EnqueueMany (one INSERT) and a COPY-sized EnqueueMany, whose last job
 // is the one read back.
-func enqueuePaths(t testing.TB, c *pgqueue.Client, pool *pgxpool.Pool, args pgqueue.JobArgs, opts *pgqueue.InsertOpts) []pathResult {
+func enqueuePaths(t testing.TB, c *pgqueue.Client, pool *pgxpool.Pool, args pgqueue.JobArgs, opts *pgqueue.EnqueueOpts) []pathResult {
 	t.Helper()
 	ctx := context.Background()
 	many := func(n int) error {
-		params := make([]pgqueue.EnqueueParams, n)
+		params := make([]pgqueue.EnqueueManyParams, n)
 		for i := range params {
-			params[i] = pgqueue.EnqueueParams{Args: args, Opts: opts}
+			params[i] = pgqueue.EnqueueManyParams{Args: args, Opts: opts}
 		}
 		_, err := c.EnqueueMany(ctx, params)
 		return err
@@ -81,7 +81,7 @@ func lastJob(t testing.TB, pool *pgxpool.Pool) storedJob {
 }
 
 // typedInsertErrors are the errors bad input may give.
-var typedInsertErrors = []error{pgqueue.ErrInvalidArgs, pgqueue.ErrInvalidKind, pgqueue.ErrInvalidOption, pgqueue.ErrArgsTooLarge}
+var typedInsertErrors = []error{pgqueue.ErrInvalid, pgqueue.ErrInvalid, pgqueue.ErrInvalid, pgqueue.ErrTooLarge}
 
 func sentinel(err error) error {
 	for _, s := range typedInsertErrors {
@@ -94,7 +94,7 @@ func sentinel(err error) error {
 
 // checkSamePaths fails unless every path refused with the same typed error
 // or stored exactly args and opts (run_at to the microsecond, rounded down).
-func checkSamePaths(t testing.TB, results []pathResult, args anyKindArgs, opts *pgqueue.InsertOpts) {
+func checkSamePaths(t testing.TB, results []pathResult, args anyKindArgs, opts *pgqueue.EnqueueOpts) {
 	t.Helper()
 	for _, r := range results {
 		if r.err != nil {
@@ -129,7 +129,7 @@ func checkSamePaths(t testing.TB, results []pathResult, args anyKindArgs, opts *
 
 // Far dates: every path stores years 1 to 9999 exactly (COPY clamped them
 // through a time.Duration overflow) and refuses the rest with
-// ErrInvalidOption.
+// ErrInvalid.
 func TestRunAtFarDatesSameOnEveryPath(t *testing.T) {
 	t.Parallel()
 	pool := newPool(t)
@@ -142,7 +142,7 @@ func TestRunAtFarDatesSameOnEveryPath(t *testing.T) {
 		time.Date(9999, 12, 31, 23, 59, 59, 999999000, time.UTC),
 	} {
 		args := anyKindArgs{K: "far", S: runAt.String()}
-		opts := &pgqueue.InsertOpts{RunAt: runAt}
+		opts := &pgqueue.EnqueueOpts{RunAt: runAt}
 		res := enqueuePaths(t, c, pool, args, opts)
 		for _, r := range res {
 			if r.err != nil {
@@ -157,9 +157,9 @@ func TestRunAtFarDatesSameOnEveryPath(t *testing.T) {
 		time.Date(9999, 12, 31, 23, 30, 0, 0, time.FixedZone("west", -3600)), // year 10000 in UTC
 		time.Date(300000, 1, 1, 0, 0, 0, 0, time.UTC),
 	} {
-		for _, r := range enqueuePaths(t, c, pool, anyKindArgs{K: "far"}, &pgqueue.InsertOpts{RunAt: runAt}) {
-			if !errors.Is(r.err, pgqueue.ErrInvalidOption) {
-				t.Fatalf("%s %s: %v, want ErrInvalidOption", r.path, runAt, r.err)
+		for _, r := range enqueuePaths(t, c, pool, anyKindArgs{K: "far"}, &pgqueue.EnqueueOpts{RunAt: runAt}) {
+			if !errors.Is(r.err, pgqueue.ErrInvalid) {
+				t.Fatalf("%s %s: %v, want ErrInvalid", r.path, runAt, r.err)
 			}
 		}
 	}
@@ -175,20 +175,20 @@ func TestBadTextRefusedOnEveryPath(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		args anyKindArgs
-		opts pgqueue.InsertOpts
+		opts pgqueue.EnqueueOpts
 		want error
 	}{
-		{"args invalid UTF-8", anyKindArgs{K: "k", S: "a\xffb"}, pgqueue.InsertOpts{}, pgqueue.ErrInvalidArgs},
-		{"args NUL", anyKindArgs{K: "k", S: "a\x00b"}, pgqueue.InsertOpts{}, pgqueue.ErrInvalidArgs},
-		{"kind NUL", anyKindArgs{K: "k\x00"}, pgqueue.InsertOpts{}, pgqueue.ErrInvalidKind},
-		{"kind invalid UTF-8", anyKindArgs{K: "k\xc3"}, pgqueue.InsertOpts{}, pgqueue.ErrInvalidKind},
-		{"tag NUL", anyKindArgs{K: "k"}, pgqueue.InsertOpts{Tags: []string{"ok", "t\x00"}}, pgqueue.ErrInvalidOption},
-		{"tag invalid UTF-8", anyKindArgs{K: "k"}, pgqueue.InsertOpts{Tags: []string{"\xfe"}}, pgqueue.ErrInvalidOption},
-		{"singleton key NUL", anyKindArgs{K: "k"}, pgqueue.InsertOpts{SingletonKey: "s\x00"}, pgqueue.ErrInvalidOption},
-		{"singleton key invalid UTF-8", anyKindArgs{K: "k"}, pgqueue.InsertOpts{SingletonKey: "s\xff"}, pgqueue.ErrInvalidOption},
-		{"meta NUL", anyKindArgs{K: "k"}, pgqueue.InsertOpts{Meta: map[string]any{"m": "\x00"}}, pgqueue.ErrInvalidOption},
-		{"genuine U+FFFD", anyKindArgs{K: "k\ufffd", S: "\ufffd"}, pgqueue.InsertOpts{Tags: []string{"\ufffd"}, SingletonKey: "\ufffd"}, nil},
-		{"escaped look-alikes", anyKindArgs{K: "k", S: `\ufffd \u0000 \\`}, pgqueue.InsertOpts{}, nil},
+		{"args invalid UTF-8", anyKindArgs{K: "k", S: "a\xffb"}, pgqueue.EnqueueOpts{}, pgqueue.ErrInvalid},
+		{"args NUL", anyKindArgs{K: "k", S: "a\x00b"}, pgqueue.EnqueueOpts{}, pgqueue.ErrInvalid},
+		{"kind NUL", anyKindArgs{K: "k\x00"}, pgqueue.EnqueueOpts{}, pgqueue.ErrInvalid},
+		{"kind invalid UTF-8", anyKindArgs{K: "k\xc3"}, pgqueue.EnqueueOpts{}, pgqueue.ErrInvalid},
+		{"tag NUL", anyKindArgs{K: "k"}, pgqueue.EnqueueOpts{Tags: []string{"ok", "t\x00"}}, pgqueue.ErrInvalid},
+		{"tag invalid UTF-8", anyKindArgs{K: "k"}, pgqueue.EnqueueOpts{Tags: []string{"\xfe"}}, pgqueue.ErrInvalid},
+		{"singleton key NUL", anyKindArgs{K: "k"}, pgqueue.EnqueueOpts{SingletonKey: "s\x00"}, pgqueue.ErrInvalid},
+		{"singleton key invalid UTF-8", anyKindArgs{K: "k"}, pgqueue.EnqueueOpts{SingletonKey: "s\xff"}, pgqueue.ErrInvalid},
+		{"meta NUL", anyKindArgs{K: "k"}, pgqueue.EnqueueOpts{Meta: map[string]any{"m": "\x00"}}, pgqueue.ErrInvalid},
+		{"genuine U+FFFD", anyKindArgs{K: "k\ufffd", S: "\ufffd"}, pgqueue.EnqueueOpts{Tags: []string{"\ufffd"}, SingletonKey: "\ufffd"}, nil},
+		{"escaped look-alikes", anyKindArgs{K: "k", S: `\ufffd \u0000 \\`}, pgqueue.EnqueueOpts{}, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			res := enqueuePaths(t, c, pool, tc.args, &tc.opts)
@@ -216,42 +216,42 @@ func TestNilInputsRefused(t *testing.T) {
 	pool := newPool(t)
 	c := newClient(t, pool, nil)
 	var args *nilPtrArgs
-	if _, err := c.Enqueue(ctx, args, nil); !errors.Is(err, pgqueue.ErrInvalidArgs) {
+	if _, err := c.Enqueue(ctx, args, nil); !errors.Is(err, pgqueue.ErrInvalid) {
 		t.Fatalf("Enqueue typed nil: %v", err)
 	}
-	params := make([]pgqueue.EnqueueParams, pgqueue.CopyThreshold)
+	params := make([]pgqueue.EnqueueManyParams, pgqueue.CopyThreshold)
 	for i := range params {
-		params[i] = pgqueue.EnqueueParams{Args: nilPtrArgs{}}
+		params[i] = pgqueue.EnqueueManyParams{Args: nilPtrArgs{}}
 	}
 	params[7].Args = args
-	if _, err := c.EnqueueMany(ctx, params); !errors.Is(err, pgqueue.ErrInvalidArgs) {
+	if _, err := c.EnqueueMany(ctx, params); !errors.Is(err, pgqueue.ErrInvalid) {
 		t.Fatalf("EnqueueMany typed nil: %v", err)
 	}
 	if _, err := c.EnqueueMany(ctx, params[:2]); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.EnqueueMany(ctx, params[6:8]); !errors.Is(err, pgqueue.ErrInvalidArgs) {
+	if _, err := c.EnqueueMany(ctx, params[6:8]); !errors.Is(err, pgqueue.ErrInvalid) {
 		t.Fatalf("small EnqueueMany typed nil: %v", err)
 	}
 	ws := pgqueue.NewWorkers()
-	if err := pgqueue.AddWorkerFunc[nilPtrArgs](ws, nil, nil); !errors.Is(err, pgqueue.ErrInvalidOption) {
+	if err := pgqueue.AddWorkerFunc[nilPtrArgs](ws, nil, nil); !errors.Is(err, pgqueue.ErrInvalid) {
 		t.Fatalf("AddWorkerFunc nil: %v", err)
 	}
-	if err := pgqueue.AddWorker[nilPtrArgs](ws, nil, nil); !errors.Is(err, pgqueue.ErrInvalidOption) {
+	if err := pgqueue.AddWorker[nilPtrArgs](ws, nil, nil); !errors.Is(err, pgqueue.ErrInvalid) {
 		t.Fatalf("AddWorker nil: %v", err)
 	}
 	res, err := c.Enqueue(ctx, nilPtrArgs{}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := c.CompleteTx(ctx, nil, res.JobRow); !errors.Is(err, pgqueue.ErrNilTx) {
+	if err := c.CompleteTx(ctx, nil, res.JobRow); !errors.Is(err, pgqueue.ErrInvalid) {
 		t.Fatalf("CompleteTx nil tx: %v", err)
 	}
 	var ptx *pgxpool.Tx
-	if err := c.CompleteTx(ctx, ptx, res.JobRow); !errors.Is(err, pgqueue.ErrNilTx) {
+	if err := c.CompleteTx(ctx, ptx, res.JobRow); !errors.Is(err, pgqueue.ErrInvalid) {
 		t.Fatalf("CompleteTx typed nil tx: %v", err)
 	}
-	if err := c.CheckFenceTx(ctx, nil, "r", 1); !errors.Is(err, pgqueue.ErrNilTx) {
+	if err := c.CheckFenceTx(ctx, nil, "r", 1); !errors.Is(err, pgqueue.ErrInvalid) {
 		t.Fatalf("CheckFenceTx nil tx: %v", err)
 	}
 }
@@ -270,7 +270,7 @@ func FuzzEnqueuePaths(f *testing.F) {
 	c := newClient(f, pool, nil)
 	f.Fuzz(func(t *testing.T, s, kind, tag, key string, sec, nsec int64) {
 		args := anyKindArgs{K: kind, S: s}
-		opts := &pgqueue.InsertOpts{SingletonKey: key}
+		opts := &pgqueue.EnqueueOpts{SingletonKey: key}
 		if tag != "" {
 			opts.Tags = []string{tag}
 		}

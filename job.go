@@ -3,137 +3,77 @@ package pgqueue
 import (
 	"encoding/json"
 	"fmt"
-	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/pgqueue/pgqueue/pgqueuetype"
 )
 
-// JobArgs is implemented by the argument type of each kind of job. The args
-// are stored as JSON, so the type must encode with encoding/json.
-//
-// Kind names the job kind. It is stored with the job and used to find its
-// worker, so it must be a stable string (never derived from the Go type's
-// name) and must be callable on the zero value: give it a value receiver on
-// a struct type.
-type JobArgs interface {
-	Kind() string
-}
+// The basic types live in package pgqueuetype, which the machinery shares;
+// these aliases are the names programs use.
+type (
+	// JobArgs is implemented by the argument type of each kind of job
+	// (see pgqueuetype.JobArgs).
+	JobArgs = pgqueuetype.JobArgs
+	// JobRow is a job as stored, with its args still encoded.
+	JobRow = pgqueuetype.JobRow
+	// JobState is the state of a job row.
+	JobState = pgqueuetype.JobState
+	// AttemptError is one entry of a job's error history.
+	AttemptError = pgqueuetype.AttemptError
+	// Outcome is how an attempt of a job ended.
+	Outcome = pgqueuetype.Outcome
+	// PanicError is the error of an attempt whose handler or work
+	// middleware panicked.
+	PanicError = pgqueuetype.PanicError
+	// RescuedJob is a job the maintenance leader rescued, as
+	// Observer.Rescued sees it.
+	RescuedJob = pgqueuetype.RescuedJob
+	// FencedWrite names a write about a claimed job that its fence can
+	// refuse, as Observer.WriteRefused reports it.
+	FencedWrite = pgqueuetype.FencedWrite
+)
+
+// The fenced writes a client makes about the jobs it runs.
+const (
+	WriteResult    = pgqueuetype.WriteResult
+	WriteHeartbeat = pgqueuetype.WriteHeartbeat
+)
+
+// The job states. completed, discarded and cancelled are final.
+const (
+	StateScheduled = pgqueuetype.StateScheduled
+	StateAvailable = pgqueuetype.StateAvailable
+	StateRunning   = pgqueuetype.StateRunning
+	StateCompleted = pgqueuetype.StateCompleted
+	StateDiscarded = pgqueuetype.StateDiscarded
+	StateCancelled = pgqueuetype.StateCancelled
+)
+
+// The outcomes of an attempt (see pgqueuetype.Outcome for which part
+// reports which).
+const (
+	OutcomeCompleted = pgqueuetype.OutcomeCompleted
+	OutcomeFailed    = pgqueuetype.OutcomeFailed
+	OutcomeRetried   = pgqueuetype.OutcomeRetried
+	OutcomeDiscarded = pgqueuetype.OutcomeDiscarded
+	OutcomeCancelled = pgqueuetype.OutcomeCancelled
+	OutcomeSnoozed   = pgqueuetype.OutcomeSnoozed
+	OutcomeReleased  = pgqueuetype.OutcomeReleased
+	OutcomeLost      = pgqueuetype.OutcomeLost
+)
 
 // validateKind checks a kind as returned by JobArgs.Kind: stored in a text
 // column and compared byte for byte, it must not be empty, and 255 bytes
 // are plenty for a stable name.
 func validateKind(kind string) error {
 	if kind == "" || len(kind) > 255 {
-		return fmt.Errorf("%w: %q", ErrInvalidKind, kind)
+		return fmt.Errorf("%w job kind: %q", ErrInvalid, kind)
 	}
 	if err := validateText("kind", kind); err != nil {
-		return fmt.Errorf("%w: %w", ErrInvalidKind, err)
+		return fmt.Errorf("%w job kind: %w", ErrInvalid, err)
 	}
 	return nil
-}
-
-// JobState is the state of a job row.
-//
-//	scheduled ──(run_at due)──▶ available ──(claim)──▶ running ──▶ completed
-//	    ▲                                                 │  ├──▶ cancelled
-//	    └──────────── retry after backoff / snooze ◀──────┘  └──▶ discarded
-type JobState string
-
-// The job states. completed, discarded and cancelled are final.
-const (
-	// StateScheduled jobs wait for run_at: a future first run, a retry
-	// after backoff, or a snooze.
-	StateScheduled JobState = "scheduled"
-	// StateAvailable jobs are due and wait for a worker.
-	StateAvailable JobState = "available"
-	// StateRunning jobs are claimed by a worker that holds their fence.
-	StateRunning JobState = "running"
-	// StateCompleted jobs finished successfully.
-	StateCompleted JobState = "completed"
-	// StateDiscarded jobs failed their last allowed attempt.
-	StateDiscarded JobState = "discarded"
-	// StateCancelled jobs were ended by JobCancel (or an operator) without
-	// further attempts.
-	StateCancelled JobState = "cancelled"
-)
-
-// Final reports whether s is a state a job never leaves by itself.
-func (s JobState) Final() bool {
-	return s == StateCompleted || s == StateDiscarded || s == StateCancelled
-}
-
-// AttemptError is one entry of a job's error history: a failed attempt, a
-// cancellation reason or a note on why the job waits (an unknown kind).
-type AttemptError struct {
-	// Attempt is the attempt number the entry belongs to.
-	Attempt int `json:"attempt"`
-	// At is when it was recorded, by the database clock.
-	At time.Time `json:"at"`
-	// Error is the error's text.
-	Error string `json:"error"`
-	// Trace is the stack of a panic, empty otherwise.
-	Trace string `json:"trace,omitempty"`
-	// UnknownKind marks an entry recorded because the client that claimed
-	// the job had no worker for its kind: these entries count the tries
-	// toward Config.UnknownKindMaxTries.
-	UnknownKind bool `json:"unknown_kind,omitempty"`
-}
-
-// JobRow is a job as stored, with its args still encoded.
-type JobRow struct {
-	// ID identifies the job.
-	ID int64
-	// Queue is the queue the job belongs to.
-	Queue string
-	// Kind is the kind from JobArgs.Kind.
-	Kind string
-	// EncodedArgs is the args as stored JSON.
-	EncodedArgs []byte
-	// Priority orders jobs within a queue: lower runs first.
-	Priority int16
-	// State is the state when the row was read.
-	State JobState
-	// Attempt counts the attempts started so far, this one included.
-	Attempt int
-	// MaxAttempts is the number of attempts after which a failing job is
-	// discarded.
-	MaxAttempts int
-	// RunAt is when the job is or was due.
-	RunAt time.Time
-	// Fence is the token of the current claim: it grows strictly with every
-	// claim of any job. Writes about the job must name it; pass it on to
-	// fence writes of your own. Zero before the first claim.
-	Fence int64
-	// LeaseUntil is when the current claim's lease ends, by the database
-	// clock. Zero when the job is not running.
-	LeaseUntil time.Time
-	// WorkerID names the client that claimed the job last.
-	WorkerID string
-	// Errors is the history of failed attempts, oldest first.
-	Errors []AttemptError
-	// Tags are free labels set at insert.
-	Tags []string
-	// Meta is free JSON set at insert.
-	Meta []byte
-	// CreatedAt is when the job was inserted.
-	CreatedAt time.Time
-	// AttemptedAt is when the current or last attempt started.
-	AttemptedAt time.Time
-	// FinalizedAt is when the job reached a final state.
-	FinalizedAt time.Time
-	// SingletonKey is the job's singleton key, empty for ordinary jobs.
-	SingletonKey string
-	// CancelRequestedAt is when JobCancel asked for the running job to be
-	// cancelled; zero if it never was. Read by JobGet, JobList and the
-	// control calls (JobCancel, JobRetry, JobDelete); a claimed job's row
-	// leaves it zero.
-	CancelRequestedAt time.Time
-	// Output is the JSON the handler last recorded with RecordOutput, nil
-	// if none. Read like CancelRequestedAt.
-	Output []byte
-	// Progress is the JSON the handler last recorded with RecordProgress,
-	// nil if none. Read like CancelRequestedAt.
-	Progress []byte
 }
 
 // Job is a claimed job handed to a Worker, with its args decoded.

@@ -89,7 +89,7 @@ func TestJobCancel(t *testing.T) {
 		c := newClient(t, pool, nil)
 		available, err := c.Enqueue(ctx, noteArgs{}, nil)
 		must(t, err)
-		scheduled, err := c.Enqueue(ctx, noteArgs{}, &pgqueue.InsertOpts{RunAt: time.Now().Add(time.Hour)})
+		scheduled, err := c.Enqueue(ctx, noteArgs{}, &pgqueue.EnqueueOpts{RunAt: time.Now().Add(time.Hour)})
 		must(t, err)
 		for _, id := range []int64{available.ID, scheduled.ID} {
 			job, err := c.JobCancel(ctx, id)
@@ -251,7 +251,7 @@ func TestJobCancel(t *testing.T) {
 			return errors.New("boom")
 		}, nil))
 		b := startClient(t, pool, ws, &pgqueue.Config{PollOnly: true, JobLease: 30 * time.Second})
-		row, err := b.client.Enqueue(ctx, noteArgs{}, &pgqueue.InsertOpts{MaxAttempts: 5})
+		row, err := b.client.Enqueue(ctx, noteArgs{}, &pgqueue.EnqueueOpts{MaxAttempts: 5})
 		must(t, err)
 		<-started
 		_, err = b.client.JobCancel(ctx, row.ID)

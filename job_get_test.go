@@ -18,7 +18,7 @@ func TestJobGet(t *testing.T) {
 		t.Parallel()
 		pool := newPool(t)
 		c := newClient(t, pool, nil)
-		res, err := c.Enqueue(ctx, emailArgs{To: "a@example.com"}, &pgqueue.InsertOpts{
+		res, err := c.Enqueue(ctx, emailArgs{To: "a@example.com"}, &pgqueue.EnqueueOpts{
 			Queue: "mail", Priority: 2, MaxAttempts: 7, Tags: []string{"x", "y"},
 			Meta: map[string]any{"k": "v"}, SingletonKey: "s1",
 		})

@@ -12,9 +12,9 @@ import (
 
 // The page sizes of JobList.
 const (
-	// DefaultJobListLimit is the page size of JobList when
+	// 100 is the page size of JobList when
 	// JobListParams.Limit is zero.
-	DefaultJobListLimit = 100
+	defaultJobListLimit = 100
 	// MaxJobListLimit is the largest JobListParams.Limit JobList accepts.
 	MaxJobListLimit = 10_000
 )
@@ -49,7 +49,7 @@ type JobListParams struct {
 	// Kinds lists only jobs of these kinds.
 	Kinds []string
 	// States lists only jobs in these states. A value that is not one of
-	// the six states is ErrInvalidOption.
+	// the six states is ErrInvalid.
 	States []JobState
 	// Tags lists only jobs that carry all of these tags.
 	Tags []string
@@ -64,7 +64,7 @@ type JobListParams struct {
 	// jsonb containment (args @> ArgsContain): {"customer_id": 42} matches
 	// the args {"customer_id": 42, "order_id": 7}. It is encoded with
 	// encoding/json and must encode to a JSON object (a json.RawMessage
-	// is taken as it is); anything else is ErrInvalidOption. Combine it
+	// is taken as it is); anything else is ErrInvalid. Combine it
 	// with Kinds or a range on a large table: no index serves it by
 	// default.
 	ArgsContain any
@@ -73,13 +73,13 @@ type JobListParams struct {
 	OrderBy JobListOrder
 	// Descending reverses the ordering: newest first for ids and times.
 	Descending bool
-	// Limit is the page size: DefaultJobListLimit when zero, at most
-	// MaxJobListLimit. Out of range is ErrInvalidOption.
+	// Limit is the page size: 100 when zero, at most
+	// MaxJobListLimit. Out of range is ErrInvalid.
 	Limit int
 	// Cursor continues after the page that returned it as
 	// JobListResult.NextCursor; empty starts at the beginning. It must
 	// come from a call with the same OrderBy and Descending, or JobList
-	// returns ErrInvalidCursor. The filters may differ from call to call.
+	// returns ErrInvalid. The filters may differ from call to call.
 	Cursor string
 }
 
@@ -94,7 +94,7 @@ type JobListResult struct {
 
 // JobList returns a page of the jobs that pass params' filters, in its
 // order, and the cursor of the next page. A nil params lists every job by
-// id, a page of DefaultJobListLimit.
+// id, a page of 100.
 //
 // Pages are read by keyset, not offset: each continues after the last
 // row of the one before, so a page costs the same however deep it is, and
@@ -110,14 +110,14 @@ func (c *Client) JobList(ctx context.Context, params *JobListParams) (*JobListRe
 	order := cmp.Or(params.OrderBy, JobListOrderID)
 	query, ok := c.q.jobListBy[jobListKey{order, params.Descending}]
 	if !ok {
-		return nil, fmt.Errorf("pgqueue: job list: %w: unknown ordering %q", ErrInvalidOption, params.OrderBy)
+		return nil, fmt.Errorf("pgqueue: job list: %w option: unknown ordering %q", ErrInvalid, params.OrderBy)
 	}
 	limit := params.Limit
 	if limit == 0 {
-		limit = DefaultJobListLimit
+		limit = defaultJobListLimit
 	}
 	if limit < 0 || limit > MaxJobListLimit {
-		return nil, fmt.Errorf("pgqueue: job list: %w: limit %d is not between 1 and %d", ErrInvalidOption, params.Limit, MaxJobListLimit)
+		return nil, fmt.Errorf("pgqueue: job list: %w option: limit %d is not between 1 and %d", ErrInvalid, params.Limit, MaxJobListLimit)
 	}
 	states, err := jobListStates(params.States)
 	if err != nil {
@@ -202,7 +202,7 @@ func jobListStates(states []JobState) ([]string, error) {
 		switch s {
 		case StateScheduled, StateAvailable, StateRunning, StateCompleted, StateDiscarded, StateCancelled:
 		default:
-			return nil, fmt.Errorf("pgqueue: job list: %w: unknown job state %q", ErrInvalidOption, s)
+			return nil, fmt.Errorf("pgqueue: job list: %w option: unknown job state %q", ErrInvalid, s)
 		}
 		out[i] = string(s)
 	}
@@ -217,10 +217,10 @@ func jobListArgs(v any) (any, error) {
 	}
 	b, err := json.Marshal(v)
 	if err != nil {
-		return nil, fmt.Errorf("pgqueue: job list: %w: args filter: %v", ErrInvalidOption, err)
+		return nil, fmt.Errorf("pgqueue: job list: %w option: args filter: %v", ErrInvalid, err)
 	}
 	if !bytes.HasPrefix(bytes.TrimSpace(b), []byte("{")) {
-		return nil, fmt.Errorf("pgqueue: job list: %w: args filter %s is not a JSON object", ErrInvalidOption, b)
+		return nil, fmt.Errorf("pgqueue: job list: %w option: args filter %s is not a JSON object", ErrInvalid, b)
 	}
 	return string(b), nil
 }

@@ -42,22 +42,22 @@ func (c jobListCursor) encode() string {
 }
 
 // decodeJobListCursor reads s, which must be a cursor JobList returned for
-// the same ordering and direction: anything else is ErrInvalidCursor.
+// the same ordering and direction: anything else is ErrInvalid.
 func decodeJobListCursor(s string, order JobListOrder, desc bool) (jobListCursor, error) {
 	var c jobListCursor
 	b, err := base64.RawURLEncoding.DecodeString(s)
 	if err != nil {
-		return c, fmt.Errorf("%w: not base64url: %v", ErrInvalidCursor, err)
+		return c, fmt.Errorf("%w job list cursor: not base64url: %v", ErrInvalid, err)
 	}
 	if err := json.Unmarshal(b, &c); err != nil {
-		return c, fmt.Errorf("%w: %v", ErrInvalidCursor, err)
+		return c, fmt.Errorf("%w job list cursor: %v", ErrInvalid, err)
 	}
 	if c.Order != order || c.Desc != desc {
 		return c, fmt.Errorf("%w: cursor of ordering %s, descending %t, used with %s, descending %t",
-			ErrInvalidCursor, c.Order, c.Desc, order, desc)
+			ErrInvalid, c.Order, c.Desc, order, desc)
 	}
 	if c.ID <= 0 {
-		return c, fmt.Errorf("%w: no job id", ErrInvalidCursor)
+		return c, fmt.Errorf("%w job list cursor: no job id", ErrInvalid)
 	}
 	return c, nil
 }

@@ -17,8 +17,8 @@ import (
 // The write is fenced: it returns ErrJobLeaseLost once the handler's claim
 // on the job is lost, so a worker that paused past its lease cannot
 // overwrite what the job's next holder records. It returns ErrNoJobContext
-// when ctx is not a job's context, ErrInvalidArgs when v does not encode,
-// and ErrOutputTooLarge when the JSON exceeds Config.MaxOutputSize.
+// when ctx is not a job's context, ErrInvalid when v does not encode,
+// and ErrTooLarge when the JSON exceeds Config.MaxOutputSize.
 func RecordOutput(ctx context.Context, v any) error {
 	return recordJobJSON(ctx, "record output", v, func(q *queries) string { return q.jobOutput })
 }
@@ -45,10 +45,10 @@ func recordJobJSON(ctx context.Context, op string, v any, query func(*queries) s
 	}
 	data, err := json.Marshal(v)
 	if err != nil {
-		return fmt.Errorf("pgqueue: %s: %w: %w", op, ErrInvalidArgs, err)
+		return fmt.Errorf("pgqueue: %s: %w job args: %w", op, ErrInvalid, err)
 	}
 	if len(data) > c.config.MaxOutputSize {
-		return fmt.Errorf("pgqueue: %s: %w: %d bytes, limit %d", op, ErrOutputTooLarge, len(data), c.config.MaxOutputSize)
+		return fmt.Errorf("pgqueue: %s: %w: output: %d bytes, limit %d", op, ErrTooLarge, len(data), c.config.MaxOutputSize)
 	}
 	var id int64
 	// As text, so the statement works in every query exec mode.

@@ -87,10 +87,10 @@ func TestRecordOutput(t *testing.T) {
 		b := startClient(t, pool, ws, &pgqueue.Config{MaxOutputSize: 64})
 		_, err := b.client.Enqueue(ctx, noteArgs{}, nil)
 		must(t, err)
-		if err := <-errs; !errors.Is(err, pgqueue.ErrOutputTooLarge) {
+		if err := <-errs; !errors.Is(err, pgqueue.ErrTooLarge) {
 			t.Fatalf("oversize: %v", err)
 		}
-		if err := <-errs; !errors.Is(err, pgqueue.ErrInvalidArgs) {
+		if err := <-errs; !errors.Is(err, pgqueue.ErrInvalid) {
 			t.Fatalf("unencodable: %v", err)
 		}
 	})

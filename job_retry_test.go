@@ -28,10 +28,10 @@ func setupControl(t *testing.T) *controlBundle {
 // jobIn enqueues a note job (MaxAttempts 3) and puts it in state as the
 // library would have left it: scheduled in an hour, completed or cancelled
 // after one attempt, discarded after its three, with an error each.
-func (b *controlBundle) jobIn(t *testing.T, state pgqueue.JobState, opts *pgqueue.InsertOpts) int64 {
+func (b *controlBundle) jobIn(t *testing.T, state pgqueue.JobState, opts *pgqueue.EnqueueOpts) int64 {
 	t.Helper()
 	if opts == nil {
-		opts = &pgqueue.InsertOpts{}
+		opts = &pgqueue.EnqueueOpts{}
 	}
 	opts.MaxAttempts = 3
 	res, err := b.client.Enqueue(context.Background(), noteArgs{}, opts)
@@ -193,7 +193,7 @@ func TestJobRetry(t *testing.T) {
 	t.Run("WakesTheQueueAtCommit", func(t *testing.T) {
 		t.Parallel()
 		b := setupControl(t)
-		id := b.jobIn(t, pgqueue.StateDiscarded, &pgqueue.InsertOpts{Queue: "mail"})
+		id := b.jobIn(t, pgqueue.StateDiscarded, &pgqueue.EnqueueOpts{Queue: "mail"})
 		conn, err := b.pool.Acquire(ctx)
 		must(t, err)
 		defer conn.Release()
@@ -220,7 +220,7 @@ func TestJobRetry(t *testing.T) {
 		b := setupControl(t)
 		// Discarded is outside the default unique states: an equal job
 		// was enqueued after this one failed, and holds the key now.
-		unique := func() *pgqueue.InsertOpts { return &pgqueue.InsertOpts{Unique: &pgqueue.UniqueOpts{ByArgs: true}} }
+		unique := func() *pgqueue.EnqueueOpts { return &pgqueue.EnqueueOpts{Unique: &pgqueue.UniqueOpts{ByArgs: true}} }
 		old := b.jobIn(t, pgqueue.StateDiscarded, unique())
 		newer, err := b.client.Enqueue(ctx, noteArgs{}, unique())
 		must(t, err)
@@ -304,7 +304,7 @@ func TestJobRetry(t *testing.T) {
 		t.Parallel()
 		b := setupControl(t)
 		discarded := b.jobIn(t, pgqueue.StateDiscarded, nil)
-		completed := b.jobIn(t, pgqueue.StateCompleted, &pgqueue.InsertOpts{Queue: "other"})
+		completed := b.jobIn(t, pgqueue.StateCompleted, &pgqueue.EnqueueOpts{Queue: "other"})
 		running := b.jobIn(t, pgqueue.StateAvailable, nil)
 		_, err := pgqueue.Claim(ctx, b.client, pgqueue.DefaultQueue, 1)
 		must(t, err)

@@ -30,7 +30,7 @@ type periodicEnqueuer struct {
 	jobs *PeriodicJobs
 	// insert enqueues one job in tx through the client's insert path and
 	// returns its queue.
-	insert func(ctx context.Context, tx pgx.Tx, args JobArgs, opts *InsertOpts) (queue string, err error)
+	insert func(ctx context.Context, tx pgx.Tx, args JobArgs, opts *EnqueueOpts) (queue string, err error)
 	// wake tells the local producer of a queue that jobs wait.
 	wake func(queue string)
 	// leaderTTL sets the default of MissedAfter and how long a leader
@@ -184,7 +184,7 @@ func (p *periodicEnqueuer) enqueueDue(job *PeriodicJob, term int64) (time.Durati
 		return 0, err
 	}
 
-	missedAfter := cmp.Or(job.opts.MissedAfter, max(DefaultPeriodicMissedAfter, 3*p.leaderTTL))
+	missedAfter := cmp.Or(job.opts.MissedAfter, max(defaultPeriodicMissedAfter, 3*p.leaderTTL))
 	plan := planPeriodic(job.schedule, job.opts, st, now, term, missedAfter, periodicRunsPerTx)
 	if !plan.skipped.first.IsZero() {
 		p.log.Info("pgqueue: periodic job missed instants", "periodic_job", job.name,
@@ -278,10 +278,10 @@ func (p *periodicEnqueuer) record(ctx context.Context, tx pgx.Tx, query, name st
 }
 
 // construct calls job's constructor; a panic becomes an error.
-func construct(job *PeriodicJob) (args JobArgs, opts *InsertOpts, err error) {
+func construct(job *PeriodicJob) (args JobArgs, opts *EnqueueOpts, err error) {
 	defer func() {
 		if r := recover(); r != nil {
-			err = fmt.Errorf("%w: periodic job %q: constructor panicked: %v", ErrInvalidArgs, job.name, r)
+			err = fmt.Errorf("%w job args: periodic job %q: constructor panicked: %v", ErrInvalid, job.name, r)
 		}
 	}()
 	args, opts = job.constructor()
@@ -292,7 +292,7 @@ func construct(job *PeriodicJob) (args JobArgs, opts *InsertOpts, err error) {
 // was sent to the database, or that an insert middleware chose to skip it:
 // either way, trying again would end the same.
 func isInvalidJob(err error) bool {
-	for _, target := range []error{ErrInvalidArgs, ErrInvalidKind, ErrInvalidQueue, ErrInvalidOption, ErrArgsTooLarge, ErrNotInserted} {
+	for _, target := range []error{ErrInvalid, ErrInvalid, ErrInvalid, ErrInvalid, ErrTooLarge, ErrNotEnqueued} {
 		if errors.Is(err, target) {
 			return true
 		}
@@ -302,8 +302,8 @@ func isInvalidJob(err error) bool {
 
 // periodicOpts returns opts with the run's mark in Meta, leaving opts as
 // the constructor made it.
-func periodicOpts(opts *InsertOpts, name string, r periodicRun) *InsertOpts {
-	var o InsertOpts
+func periodicOpts(opts *EnqueueOpts, name string, r periodicRun) *EnqueueOpts {
+	var o EnqueueOpts
 	if opts != nil {
 		o = *opts
 	}

@@ -61,7 +61,7 @@ func TestRescuer(t *testing.T) {
 		t.Parallel()
 		pool := newPool(t)
 		c := newClient(t, pool, nil)
-		row, err := c.Enqueue(ctx, noteArgs{}, &pgqueue.InsertOpts{MaxAttempts: 1})
+		row, err := c.Enqueue(ctx, noteArgs{}, &pgqueue.EnqueueOpts{MaxAttempts: 1})
 		must(t, err)
 		claimAsDeadWorker(t, pool, row.ID)
 		startClient(t, pool, pgqueue.NewWorkers(), &pgqueue.Config{RescueInterval: 100 * time.Millisecond})

@@ -21,7 +21,7 @@ func TestScheduler(t *testing.T) {
 		b := startClient(t, pool, ws, nil)
 		var runAt time.Time
 		must(t, pool.QueryRow(ctx, "SELECT now() + interval '1 second'").Scan(&runAt))
-		row, err := b.client.Enqueue(ctx, noteArgs{}, &pgqueue.InsertOpts{RunAt: runAt})
+		row, err := b.client.Enqueue(ctx, noteArgs{}, &pgqueue.EnqueueOpts{RunAt: runAt})
 		must(t, err)
 		if row.State != pgqueue.StateScheduled {
 			t.Fatalf("state %s", row.State)

@@ -9,13 +9,13 @@ import (
 	"time"
 )
 
-// InsertParams is one job about to be inserted, as insert middleware sees
+// EnqueueParams is one job about to be inserted, as insert middleware sees
 // it: the options resolved (the args type's defaults under the caller's
 // InsertOpts) and the args encoded. A middleware may change any field;
 // the job is validated, as Enqueue validates it, after the last
 // middleware called next. Meta and Tags are copies: changing them leaves
 // the caller's InsertOpts alone.
-type InsertParams struct {
+type EnqueueParams struct {
 	// Args are the args as the caller gave them, for reading: the job
 	// stores EncodedArgs.
 	Args JobArgs
@@ -30,7 +30,7 @@ type InsertParams struct {
 	// RunAt is when the job is due; zero for now.
 	RunAt time.Time
 	// MaxAttempts is how many attempts the job gets; 0 means
-	// DefaultMaxAttempts.
+	// 25.
 	MaxAttempts int
 	// Tags are free labels kept with the job.
 	Tags []string
@@ -44,20 +44,20 @@ type InsertParams struct {
 	Unique *UniqueOpts
 }
 
-// InsertResult is what an insert did, as insert middleware sees it.
-type InsertResult struct {
+// EnqueuedJobs is what an insert did, as insert middleware sees it.
+type EnqueuedJobs struct {
 	// Rows holds, for Enqueue and EnqueueTx (and each periodic run), the
 	// one job inserted, or the existing job a unique job duplicates.
 	// EnqueueMany does not read its jobs back: nil.
 	Rows []*JobRow
-	// Inserted counts the jobs inserted.
-	Inserted int64
+	// Enqueued counts the jobs inserted.
+	Enqueued int64
 	// Duplicates are the positions in the jobs, ascending, of the unique
 	// jobs not inserted because an equal job existed.
 	Duplicates []int
 }
 
-// InsertMiddleware wraps every insert of a client: Enqueue, EnqueueTx,
+// EnqueueMiddleware wraps every insert of a client: Enqueue, EnqueueTx,
 // EnqueueMany, EnqueueManyTx (whichever way they write: one statement,
 // COPY, unique) and the periodic runs the maintenance leader enqueues.
 //
@@ -71,15 +71,15 @@ type InsertResult struct {
 //
 // Inside a transaction (EnqueueTx, EnqueueManyTx, periodic runs) next's
 // success means written, not committed.
-type InsertMiddleware interface {
-	Insert(ctx context.Context, jobs []*InsertParams, next func(ctx context.Context) (*InsertResult, error)) error
+type EnqueueMiddleware interface {
+	Enqueue(ctx context.Context, jobs []*EnqueueParams, next func(ctx context.Context) (*EnqueuedJobs, error)) error
 }
 
-// InsertMiddlewareFunc adapts a function to InsertMiddleware.
-type InsertMiddlewareFunc func(ctx context.Context, jobs []*InsertParams, next func(ctx context.Context) (*InsertResult, error)) error
+// EnqueueMiddlewareFunc adapts a function to InsertMiddleware.
+type EnqueueMiddlewareFunc func(ctx context.Context, jobs []*EnqueueParams, next func(ctx context.Context) (*EnqueuedJobs, error)) error
 
-// Insert calls f.
-func (f InsertMiddlewareFunc) Insert(ctx context.Context, jobs []*InsertParams, next func(ctx context.Context) (*InsertResult, error)) error {
+// Enqueue calls f.
+func (f EnqueueMiddlewareFunc) Enqueue(ctx context.Context, jobs []*EnqueueParams, next func(ctx context.Context) (*EnqueuedJobs, error)) error {
 	return f(ctx, jobs, next)
 }
 
@@ -109,32 +109,6 @@ func (f WorkMiddlewareFunc) Work(ctx context.Context, job *JobRow, next func(ctx
 	return f(ctx, job, next)
 }
 
-// Outcome is how an attempt ended, as a work middleware tells from the
-// error next returned and the job's context.
-type Outcome string
-
-// The outcomes OutcomeOf tells apart.
-const (
-	// OutcomeCompleted: the attempt returned nil; the job completes.
-	OutcomeCompleted Outcome = "completed"
-	// OutcomeFailed: the attempt returned an error or panicked; the job is
-	// retried, or discarded once its attempts are used up (or as
-	// Config.ErrorHandler decides).
-	OutcomeFailed Outcome = "failed"
-	// OutcomeSnoozed: the attempt returned JobSnooze; the job runs again
-	// later, its attempt given back.
-	OutcomeSnoozed Outcome = "snoozed"
-	// OutcomeCancelled: the attempt returned JobCancel, or its context was
-	// cancelled by JobCancel (ErrJobCancelled); the job ends cancelled.
-	OutcomeCancelled Outcome = "cancelled"
-	// OutcomeStopped: the attempt ended because the client stopped
-	// (ErrStopping); the job is handed back, its attempt given back.
-	OutcomeStopped Outcome = "stopped"
-	// OutcomeLost: the attempt ended because its claim was lost
-	// (ErrJobLeaseLost); nothing is recorded, the job was taken over.
-	OutcomeLost Outcome = "lost"
-)
-
 // OutcomeOf returns how an attempt whose work returned err ended; ctx is
 // the job's context as the middleware got it, whose cause tells a
 // cancellation from outside the handler (stop, lost lease, JobCancel) from
@@ -153,7 +127,7 @@ func OutcomeOf(ctx context.Context, err error) Outcome {
 	case errors.As(err, &snoozeErr):
 		return OutcomeSnoozed
 	case errors.Is(cause, ErrStopping):
-		return OutcomeStopped
+		return OutcomeReleased
 	case errors.Is(cause, ErrJobLeaseLost):
 		return OutcomeLost
 	}
@@ -162,29 +136,29 @@ func OutcomeOf(ctx context.Context, err error) Outcome {
 
 // runInsertMiddleware runs the client's insert middleware around insert,
 // and returns insert's result unless a middleware failed the insert.
-func (c *Client) runInsertMiddleware(ctx context.Context, jobs []*InsertParams, insert func(ctx context.Context) (*InsertResult, error)) (*InsertResult, error) {
+func (c *Client) runInsertMiddleware(ctx context.Context, jobs []*EnqueueParams, insert func(ctx context.Context) (*EnqueuedJobs, error)) (*EnqueuedJobs, error) {
 	var (
-		res    *InsertResult
+		res    *EnqueuedJobs
 		resErr error
 		called bool
 	)
-	next := func(ctx context.Context) (*InsertResult, error) {
+	next := func(ctx context.Context) (*EnqueuedJobs, error) {
 		if called {
-			return nil, fmt.Errorf("%w: insert middleware called next twice", ErrInvalidOption)
+			return nil, fmt.Errorf("%w option: insert middleware called next twice", ErrInvalid)
 		}
 		called = true
 		res, resErr = insert(ctx)
 		return res, resErr
 	}
-	mws := c.config.InsertMiddleware
+	mws := c.config.EnqueueMiddleware
 	for i := len(mws) - 1; i >= 0; i-- {
 		m, inner := mws[i], next
-		next = func(ctx context.Context) (*InsertResult, error) {
-			if err := m.Insert(ctx, jobs, inner); err != nil {
+		next = func(ctx context.Context) (*EnqueuedJobs, error) {
+			if err := m.Enqueue(ctx, jobs, inner); err != nil {
 				return nil, err
 			}
 			if !called {
-				return nil, ErrNotInserted
+				return nil, ErrNotEnqueued
 			}
 			return res, resErr
 		}
@@ -200,7 +174,7 @@ func (c *Client) runInsertMiddleware(ctx context.Context, jobs []*InsertParams, 
 
 // paramsForMiddleware copies the fields of p that middleware may change
 // in place and that the caller's InsertOpts may share.
-func paramsForMiddleware(p *InsertParams) {
+func paramsForMiddleware(p *EnqueueParams) {
 	p.Tags = slices.Clone(p.Tags)
 	p.Meta = maps.Clone(p.Meta)
 }

@@ -27,11 +27,11 @@ type insertRecorder struct {
 
 type insertCall struct {
 	kinds []string
-	res   *pgqueue.InsertResult
+	res   *pgqueue.EnqueuedJobs
 	err   error
 }
 
-func (r *insertRecorder) Insert(ctx context.Context, jobs []*pgqueue.InsertParams, next func(context.Context) (*pgqueue.InsertResult, error)) error {
+func (r *insertRecorder) Enqueue(ctx context.Context, jobs []*pgqueue.EnqueueParams, next func(context.Context) (*pgqueue.EnqueuedJobs, error)) error {
 	call := insertCall{}
 	for _, j := range jobs {
 		call.kinds = append(call.kinds, j.Kind)
@@ -75,7 +75,7 @@ func TestInsertMiddleware(t *testing.T) {
 		t.Parallel()
 		pool := newPool(t)
 		rec := &insertRecorder{}
-		c := newClient(t, pool, &pgqueue.Config{InsertMiddleware: []pgqueue.InsertMiddleware{rec}})
+		c := newClient(t, pool, &pgqueue.Config{EnqueueMiddleware: []pgqueue.EnqueueMiddleware{rec}})
 		n := 0
 
 		// Enqueue.
@@ -83,7 +83,7 @@ func TestInsertMiddleware(t *testing.T) {
 		must(t, err)
 		call, calls := rec.last(t)
 		n++
-		if calls != n || call.err != nil || len(call.res.Rows) != 1 || call.res.Rows[0].ID != res.ID || call.res.Inserted != 1 || !slices.Equal(call.kinds, []string{"note"}) {
+		if calls != n || call.err != nil || len(call.res.Rows) != 1 || call.res.Rows[0].ID != res.ID || call.res.Enqueued != 1 || !slices.Equal(call.kinds, []string{"note"}) {
 			t.Fatalf("Enqueue: middleware saw %+v (call %d)", call, calls)
 		}
 		if string(res.Meta) == "" || !strings.Contains(string(res.Meta), `"stamp": "mw"`) || !slices.Contains(res.Tags, "mw") {
@@ -93,54 +93,54 @@ func TestInsertMiddleware(t *testing.T) {
 		// EnqueueTx.
 		tx, err := pool.Begin(ctx)
 		must(t, err)
-		_, err = c.EnqueueTx(ctx, tx, noteArgs{N: 2}, &pgqueue.InsertOpts{Tags: []string{"own"}})
+		_, err = c.EnqueueTx(ctx, tx, noteArgs{N: 2}, &pgqueue.EnqueueOpts{Tags: []string{"own"}})
 		must(t, err)
 		must(t, tx.Commit(ctx))
 		n++
-		if call, calls = rec.last(t); calls != n || call.res.Inserted != 1 {
+		if call, calls = rec.last(t); calls != n || call.res.Enqueued != 1 {
 			t.Fatalf("EnqueueTx: middleware saw %+v (call %d)", call, calls)
 		}
 
 		// A unique job, then its duplicate: the middleware sees which.
-		uniq := &pgqueue.InsertOpts{Unique: &pgqueue.UniqueOpts{ByKey: "k"}}
+		uniq := &pgqueue.EnqueueOpts{Unique: &pgqueue.UniqueOpts{ByKey: "k"}}
 		first, err := c.Enqueue(ctx, emailArgs{To: "a"}, uniq)
 		must(t, err)
 		dup, err := c.Enqueue(ctx, emailArgs{To: "b"}, uniq)
 		must(t, err)
 		n += 2
 		call, calls = rec.last(t)
-		if !dup.Duplicate || dup.ID != first.ID || calls != n || call.res.Inserted != 0 ||
+		if !dup.Duplicate || dup.ID != first.ID || calls != n || call.res.Enqueued != 0 ||
 			!slices.Equal(call.res.Duplicates, []int{0}) || call.res.Rows[0].ID != first.ID {
 			t.Fatalf("unique duplicate: result %+v, middleware saw %+v", dup, call.res)
 		}
 
 		// EnqueueMany in one statement, with a unique job and its duplicate.
-		many, err := c.EnqueueMany(ctx, []pgqueue.EnqueueParams{
+		many, err := c.EnqueueMany(ctx, []pgqueue.EnqueueManyParams{
 			{Args: noteArgs{N: 3}},
 			{Args: emailArgs{To: "c"}, Opts: uniq},
-			{Args: noteArgs{N: 4}, Opts: &pgqueue.InsertOpts{Meta: map[string]any{"own": 1}}},
+			{Args: noteArgs{N: 4}, Opts: &pgqueue.EnqueueOpts{Meta: map[string]any{"own": 1}}},
 		})
 		must(t, err)
 		n++
 		call, calls = rec.last(t)
-		if calls != n || call.res.Inserted != 2 || !slices.Equal(call.res.Duplicates, []int{1}) || call.res.Rows != nil ||
-			many.Inserted != 2 || !slices.Equal(many.Duplicates, []int{1}) || len(call.kinds) != 3 {
+		if calls != n || call.res.Enqueued != 2 || !slices.Equal(call.res.Duplicates, []int{1}) || call.res.Rows != nil ||
+			many.Enqueued != 2 || !slices.Equal(many.Duplicates, []int{1}) || len(call.kinds) != 3 {
 			t.Fatalf("EnqueueMany unique: result %+v, middleware saw %+v", many, call)
 		}
 		// ... without unique jobs.
-		_, err = c.EnqueueMany(ctx, []pgqueue.EnqueueParams{{Args: noteArgs{N: 5}}, {Args: noteArgs{N: 6}}})
+		_, err = c.EnqueueMany(ctx, []pgqueue.EnqueueManyParams{{Args: noteArgs{N: 5}}, {Args: noteArgs{N: 6}}})
 		must(t, err)
 		n++
-		if call, calls = rec.last(t); calls != n || call.res.Inserted != 2 {
+		if call, calls = rec.last(t); calls != n || call.res.Enqueued != 2 {
 			t.Fatalf("EnqueueMany: middleware saw %+v", call.res)
 		}
 
 		// EnqueueManyTx through COPY, some jobs scheduled.
-		params := make([]pgqueue.EnqueueParams, pgqueue.CopyThreshold+6)
+		params := make([]pgqueue.EnqueueManyParams, pgqueue.CopyThreshold+6)
 		for i := range params {
-			params[i] = pgqueue.EnqueueParams{Args: chargeArgs{Order: i}}
+			params[i] = pgqueue.EnqueueManyParams{Args: chargeArgs{Order: i}}
 			if i%10 == 0 {
-				params[i].Opts = &pgqueue.InsertOpts{RunAt: time.Now().Add(time.Hour)}
+				params[i].Opts = &pgqueue.EnqueueOpts{RunAt: time.Now().Add(time.Hour)}
 			}
 		}
 		tx, err = pool.Begin(ctx)
@@ -150,7 +150,7 @@ func TestInsertMiddleware(t *testing.T) {
 		must(t, tx.Commit(ctx))
 		n++
 		call, calls = rec.last(t)
-		if calls != n || call.res.Inserted != int64(len(params)) || copied.Inserted != int64(len(params)) || len(call.kinds) != len(params) {
+		if calls != n || call.res.Enqueued != int64(len(params)) || copied.Enqueued != int64(len(params)) || len(call.kinds) != len(params) {
 			t.Fatalf("COPY: result %+v, middleware saw %+v", copied, call.res)
 		}
 		if s := countJobs(t, pool, "kind = 'charge' AND state = 'scheduled'"); s != 7 {
@@ -175,9 +175,9 @@ func TestInsertMiddleware(t *testing.T) {
 		job := noteJob("every-hour", pgqueue.EverySchedule(time.Hour), &pgqueue.PeriodicJobOpts{RunOnStart: true})
 		// The client works another queue: the run stays to be read.
 		startClient(t, pool, noteWorkers(t), &pgqueue.Config{
-			Queues:           map[string]pgqueue.QueueConfig{"elsewhere": {MaxWorkers: 1}},
-			PeriodicJobs:     []*pgqueue.PeriodicJob{job},
-			InsertMiddleware: []pgqueue.InsertMiddleware{rec},
+			Queues:            map[string]pgqueue.QueueConfig{"elsewhere": {MaxWorkers: 1}},
+			PeriodicJobs:      []*pgqueue.PeriodicJob{job},
+			EnqueueMiddleware: []pgqueue.EnqueueMiddleware{rec},
 		})
 		waitFor(t, "the run on start", func() bool { return countJobs(t, pool, "kind = 'note'") == 1 })
 		if bad := unstamped(t, pool, "note"); bad != 0 {
@@ -188,7 +188,7 @@ func TestInsertMiddleware(t *testing.T) {
 			t.Fatal("periodic run lost its own meta")
 		}
 		call, _ := rec.last(t)
-		if call.res == nil || call.res.Inserted != 1 || len(call.res.Rows) != 1 {
+		if call.res == nil || call.res.Enqueued != 1 || len(call.res.Rows) != 1 {
 			t.Fatalf("middleware saw %+v", call.res)
 		}
 	})
@@ -198,8 +198,8 @@ func TestInsertMiddleware(t *testing.T) {
 		pool := newPool(t)
 		var order []string
 		type key struct{}
-		mw := func(name string) pgqueue.InsertMiddleware {
-			return pgqueue.InsertMiddlewareFunc(func(ctx context.Context, jobs []*pgqueue.InsertParams, next func(context.Context) (*pgqueue.InsertResult, error)) error {
+		mw := func(name string) pgqueue.EnqueueMiddleware {
+			return pgqueue.EnqueueMiddlewareFunc(func(ctx context.Context, jobs []*pgqueue.EnqueueParams, next func(context.Context) (*pgqueue.EnqueuedJobs, error)) error {
 				seen, _ := ctx.Value(key{}).(string)
 				order = append(order, name+" in (ctx "+seen+")")
 				_, err := next(context.WithValue(ctx, key{}, seen+name))
@@ -207,7 +207,7 @@ func TestInsertMiddleware(t *testing.T) {
 				return err
 			})
 		}
-		c := newClient(t, pool, &pgqueue.Config{InsertMiddleware: []pgqueue.InsertMiddleware{mw("a"), mw("b")}})
+		c := newClient(t, pool, &pgqueue.Config{EnqueueMiddleware: []pgqueue.EnqueueMiddleware{mw("a"), mw("b")}})
 		_, err := c.Enqueue(ctx, noteArgs{}, nil)
 		must(t, err)
 		want := []string{"a in (ctx )", "b in (ctx a)", "b out", "a out"}
@@ -220,15 +220,15 @@ func TestInsertMiddleware(t *testing.T) {
 		t.Parallel()
 		pool := newPool(t)
 		refuse := errors.New("refused")
-		c := newClient(t, pool, &pgqueue.Config{InsertMiddleware: []pgqueue.InsertMiddleware{
-			pgqueue.InsertMiddlewareFunc(func(ctx context.Context, jobs []*pgqueue.InsertParams, next func(context.Context) (*pgqueue.InsertResult, error)) error {
+		c := newClient(t, pool, &pgqueue.Config{EnqueueMiddleware: []pgqueue.EnqueueMiddleware{
+			pgqueue.EnqueueMiddlewareFunc(func(ctx context.Context, jobs []*pgqueue.EnqueueParams, next func(context.Context) (*pgqueue.EnqueuedJobs, error)) error {
 				return refuse
 			}),
 		}})
 		if _, err := c.Enqueue(ctx, noteArgs{}, nil); !errors.Is(err, refuse) {
 			t.Fatalf("Enqueue: %v, want the middleware's error", err)
 		}
-		if _, err := c.EnqueueMany(ctx, []pgqueue.EnqueueParams{{Args: noteArgs{}}}); !errors.Is(err, refuse) {
+		if _, err := c.EnqueueMany(ctx, []pgqueue.EnqueueManyParams{{Args: noteArgs{}}}); !errors.Is(err, refuse) {
 			t.Fatalf("EnqueueMany: %v, want the middleware's error", err)
 		}
 		if n := countJobs(t, pool, "true"); n != 0 {
@@ -239,12 +239,12 @@ func TestInsertMiddleware(t *testing.T) {
 	t.Run("SkippingNextIsErrNotInserted", func(t *testing.T) {
 		t.Parallel()
 		pool := newPool(t)
-		c := newClient(t, pool, &pgqueue.Config{InsertMiddleware: []pgqueue.InsertMiddleware{
-			pgqueue.InsertMiddlewareFunc(func(ctx context.Context, jobs []*pgqueue.InsertParams, next func(context.Context) (*pgqueue.InsertResult, error)) error {
+		c := newClient(t, pool, &pgqueue.Config{EnqueueMiddleware: []pgqueue.EnqueueMiddleware{
+			pgqueue.EnqueueMiddlewareFunc(func(ctx context.Context, jobs []*pgqueue.EnqueueParams, next func(context.Context) (*pgqueue.EnqueuedJobs, error)) error {
 				return nil
 			}),
 		}})
-		if _, err := c.Enqueue(ctx, noteArgs{}, nil); !errors.Is(err, pgqueue.ErrNotInserted) {
+		if _, err := c.Enqueue(ctx, noteArgs{}, nil); !errors.Is(err, pgqueue.ErrNotEnqueued) {
 			t.Fatalf("Enqueue: %v, want ErrNotInserted", err)
 		}
 		if n := countJobs(t, pool, "true"); n != 0 {
@@ -255,23 +255,23 @@ func TestInsertMiddleware(t *testing.T) {
 	t.Run("InsertErrorReachesCallerEvenIfSwallowed", func(t *testing.T) {
 		t.Parallel()
 		pool := newPool(t)
-		c := newClient(t, pool, &pgqueue.Config{InsertMiddleware: []pgqueue.InsertMiddleware{
-			pgqueue.InsertMiddlewareFunc(func(ctx context.Context, jobs []*pgqueue.InsertParams, next func(context.Context) (*pgqueue.InsertResult, error)) error {
+		c := newClient(t, pool, &pgqueue.Config{EnqueueMiddleware: []pgqueue.EnqueueMiddleware{
+			pgqueue.EnqueueMiddlewareFunc(func(ctx context.Context, jobs []*pgqueue.EnqueueParams, next func(context.Context) (*pgqueue.EnqueuedJobs, error)) error {
 				jobs[0].Queue = "Not A Queue" // validated after the middleware
 				_, _ = next(ctx)
 				return nil
 			}),
 		}})
-		if _, err := c.Enqueue(ctx, noteArgs{}, nil); !errors.Is(err, pgqueue.ErrInvalidQueue) {
-			t.Fatalf("Enqueue: %v, want ErrInvalidQueue", err)
+		if _, err := c.Enqueue(ctx, noteArgs{}, nil); !errors.Is(err, pgqueue.ErrInvalid) {
+			t.Fatalf("Enqueue: %v, want ErrInvalid", err)
 		}
 	})
 
 	t.Run("CallersOptionsAreNotChanged", func(t *testing.T) {
 		t.Parallel()
 		pool := newPool(t)
-		c := newClient(t, pool, &pgqueue.Config{InsertMiddleware: []pgqueue.InsertMiddleware{&insertRecorder{}}})
-		opts := &pgqueue.InsertOpts{Tags: make([]string, 1, 4), Meta: map[string]any{"own": true}}
+		c := newClient(t, pool, &pgqueue.Config{EnqueueMiddleware: []pgqueue.EnqueueMiddleware{&insertRecorder{}}})
+		opts := &pgqueue.EnqueueOpts{Tags: make([]string, 1, 4), Meta: map[string]any{"own": true}}
 		opts.Tags[0] = "own"
 		_, err := c.Enqueue(ctx, noteArgs{}, opts)
 		must(t, err)
@@ -384,7 +384,7 @@ func TestWorkMiddleware(t *testing.T) {
 				return err
 			}),
 		}})
-		res, err := b.client.Enqueue(ctx, noteArgs{}, &pgqueue.InsertOpts{MaxAttempts: 1})
+		res, err := b.client.Enqueue(ctx, noteArgs{}, &pgqueue.EnqueueOpts{MaxAttempts: 1})
 		must(t, err)
 		s := waitState(t, pool, res.ID, "discarded")
 		var pe *pgqueue.PanicError
@@ -407,7 +407,7 @@ func TestWorkMiddleware(t *testing.T) {
 				}),
 			}}))
 		b := startClient(t, pool, ws, nil)
-		res, err := b.client.Enqueue(ctx, noteArgs{}, &pgqueue.InsertOpts{MaxAttempts: 1})
+		res, err := b.client.Enqueue(ctx, noteArgs{}, &pgqueue.EnqueueOpts{MaxAttempts: 1})
 		must(t, err)
 		s := waitState(t, pool, res.ID, "discarded")
 		if !slices.Equal(s.errors, []string{"panic: middleware exploded"}) || !strings.Contains(s.traces[0], "middleware_test.go") {
@@ -439,7 +439,7 @@ func TestOutcomeOf(t *testing.T) {
 		"snooze":            {bg, fmt.Errorf("wrapped: %w", pgqueue.JobSnooze(time.Second)), pgqueue.OutcomeSnoozed},
 		"JobCancel":         {bg, pgqueue.JobCancel(boom), pgqueue.OutcomeCancelled},
 		"cancel requested":  {cancelled(pgqueue.ErrJobCancelled), context.Canceled, pgqueue.OutcomeCancelled},
-		"stopping":          {cancelled(pgqueue.ErrStopping), context.Canceled, pgqueue.OutcomeStopped},
+		"stopping":          {cancelled(pgqueue.ErrStopping), context.Canceled, pgqueue.OutcomeReleased},
 		"lease lost":        {cancelled(pgqueue.ErrJobLeaseLost), context.Canceled, pgqueue.OutcomeLost},
 		"timeout is failed": {cancelled(context.DeadlineExceeded), context.DeadlineExceeded, pgqueue.OutcomeFailed},
 	} {
@@ -455,17 +455,17 @@ func TestNilMiddlewareIsInvalid(t *testing.T) {
 	t.Parallel()
 	pool := newPool(t)
 	for name, cfg := range map[string]*pgqueue.Config{
-		"insert": {InsertMiddleware: []pgqueue.InsertMiddleware{nil}},
+		"insert": {EnqueueMiddleware: []pgqueue.EnqueueMiddleware{nil}},
 		"work":   {WorkMiddleware: []pgqueue.WorkMiddleware{nil}},
 	} {
-		if _, err := pgqueue.New(pool, cfg); !errors.Is(err, pgqueue.ErrInvalidOption) {
-			t.Errorf("%s: New returned %v, want ErrInvalidOption", name, err)
+		if _, err := pgqueue.New(pool, cfg); !errors.Is(err, pgqueue.ErrInvalid) {
+			t.Errorf("%s: New returned %v, want ErrInvalid", name, err)
 		}
 	}
 	err := pgqueue.AddWorkerFunc(pgqueue.NewWorkers(), func(context.Context, *pgqueue.Job[noteArgs]) error { return nil },
 		&pgqueue.WorkerOpts{Middleware: []pgqueue.WorkMiddleware{nil}})
-	if !errors.Is(err, pgqueue.ErrInvalidOption) {
-		t.Errorf("AddWorker returned %v, want ErrInvalidOption", err)
+	if !errors.Is(err, pgqueue.ErrInvalid) {
+		t.Errorf("AddWorker returned %v, want ErrInvalid", err)
 	}
 }
 
@@ -474,14 +474,14 @@ func TestNilMiddlewareIsInvalid(t *testing.T) {
 func TestInsertMiddlewareSkipsPeriodicRun(t *testing.T) {
 	t.Parallel()
 	pool := newPool(t)
-	skip := pgqueue.InsertMiddlewareFunc(func(ctx context.Context, jobs []*pgqueue.InsertParams, next func(context.Context) (*pgqueue.InsertResult, error)) error {
+	skip := pgqueue.EnqueueMiddlewareFunc(func(ctx context.Context, jobs []*pgqueue.EnqueueParams, next func(context.Context) (*pgqueue.EnqueuedJobs, error)) error {
 		return nil
 	})
 	job := noteJob("skipped", pgqueue.EverySchedule(time.Hour), &pgqueue.PeriodicJobOpts{RunOnStart: true})
 	startClient(t, pool, noteWorkers(t), &pgqueue.Config{
-		PeriodicJobs:     []*pgqueue.PeriodicJob{job},
-		InsertMiddleware: []pgqueue.InsertMiddleware{skip},
-		Logger:           testlog.Discard(),
+		PeriodicJobs:      []*pgqueue.PeriodicJob{job},
+		EnqueueMiddleware: []pgqueue.EnqueueMiddleware{skip},
+		Logger:            testlog.Discard(),
 	})
 	// The run on start is recorded as made, though no job was inserted.
 	waitFor(t, "the run on start recorded", func() bool {

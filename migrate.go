@@ -46,16 +46,13 @@ type Migrator struct {
 	schema string
 }
 
-// NewMigrator prepares migrations for schema ("" means DefaultSchema) on
+// NewMigrator prepares migrations for schema (DefaultSchema unless you chose another) on
 // pool, creating the schema and its migrations table when missing. Close it
 // when done; the pool stays open. A pool that goes through a connection
 // pooler gets ErrMigrateThroughPooler.
 func NewMigrator(ctx context.Context, pool *pgxpool.Pool, schema string) (*Migrator, error) {
 	if pool == nil {
-		return nil, ErrNilPool
-	}
-	if schema == "" {
-		schema = DefaultSchema
+		return nil, errNilPool
 	}
 	q, err := loadQueries(schema) // validates the schema
 	if err != nil {
@@ -232,12 +229,13 @@ func (mg *Migrator) run(ctx context.Context, op string, step func() error) (_ Mi
 	return MigrateResult{From: from, To: to}, ctxError(ctx, "migrate "+op)
 }
 
-// Migrate applies every pending migration to schema ("" means
-// DefaultSchema): the one call most programs need at start-up.
+// Migrate applies every pending migration to schema (pass DefaultSchema
+// unless Config.Schema names another): the one call most programs need at
+// start-up. An empty schema is refused (ErrInvalid).
 //
 // When the schema is at this version already, Migrate only reads its
 // version table: an application role that holds just the grants of
-// Grants can call it at every start.
+// GrantsSQL can call it at every start.
 func Migrate(ctx context.Context, pool *pgxpool.Pool, schema string) (MigrateResult, error) {
 	if v, ok, err := schemaCurrent(ctx, pool, schema); err != nil || ok {
 		return MigrateResult{From: v, To: v}, err

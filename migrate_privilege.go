@@ -26,14 +26,11 @@ func readSchemaVersion(ctx context.Context, pool *pgxpool.Pool, schema string) (
 	return v, nil
 }
 
-// schemaCurrent reports whether schema ("" means DefaultSchema) is at the
+// schemaCurrent reports whether schema is at the
 // latest version this binary carries, clean, and returns that version.
 func schemaCurrent(ctx context.Context, pool *pgxpool.Pool, schema string) (uint, bool, error) {
 	if pool == nil {
-		return 0, false, ErrNilPool
-	}
-	if schema == "" {
-		schema = DefaultSchema
+		return 0, false, errNilPool
 	}
 	if err := sqlschema.Validate(schema); err != nil {
 		return 0, false, err
@@ -48,19 +45,19 @@ func schemaCurrent(ctx context.Context, pool *pgxpool.Pool, schema string) (uint
 	return 0, false, nil
 }
 
-// Grants returns the SQL statements, one per line, that give role what an
-// application role needs on schema ("" means DefaultSchema) once another
+// GrantsSQL returns the SQL statements, one per line, that give role what an
+// application role needs on schema (DefaultSchema, or Config.Schema) once another
 // role applied the migrations: USAGE on the schema, SELECT, INSERT, UPDATE
 // and DELETE on its tables, USAGE on its sequences and EXECUTE on its
 // functions. Nothing more: no CREATE, no ownership. Run them as the
 // schema's owner, and again after applying new migrations. role must be
-// a lower-case SQL identifier like a schema name (ErrInvalidRole).
-func Grants(schema, role string) (string, error) {
+// a lower-case SQL identifier like a schema name (ErrInvalid).
+func GrantsSQL(schema, role string) (string, error) {
 	if schema == "" {
 		schema = DefaultSchema
 	}
 	if err := sqlschema.Validate(role); err != nil {
-		return "", fmt.Errorf("%w: %q", ErrInvalidRole, role)
+		return "", fmt.Errorf("%w role name: %q", ErrInvalid, role)
 	}
 	var grants string
 	if err := sqlschema.Load(sqlFiles, "sql", schema, map[string]*string{"grants": &grants}); err != nil {

@@ -36,7 +36,7 @@ func appRolePool(t *testing.T, owner *pgxpool.Pool) *pgxpool.Pool {
 	})
 	// No CONNECT or TEMP on the database beyond PUBLIC's, nothing on
 	// schema public: only the grants.
-	grants, err := pgqueue.Grants("", role)
+	grants, err := pgqueue.GrantsSQL(pgqueue.DefaultSchema, role)
 	must(t, err)
 	_, err = owner.Exec(ctx, grants)
 	must(t, err)
@@ -55,7 +55,7 @@ func TestMigrateCurrentSchemaAsAppRole(t *testing.T) {
 	ctx := context.Background()
 	owner := newPool(t)
 	app := appRolePool(t, owner)
-	res, err := pgqueue.Migrate(ctx, app, "")
+	res, err := pgqueue.Migrate(ctx, app, pgqueue.DefaultSchema)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -85,7 +85,7 @@ func TestFeatureSetAsAppRole(t *testing.T) {
 	ctx := context.Background()
 	owner := newPool(t)
 	app := appRolePool(t, owner)
-	if _, err := pgqueue.Migrate(ctx, app, ""); err != nil {
+	if _, err := pgqueue.Migrate(ctx, app, pgqueue.DefaultSchema); err != nil {
 		t.Fatal(err)
 	}
 
@@ -100,7 +100,7 @@ func TestFeatureSetAsAppRole(t *testing.T) {
 		return nil
 	}, nil))
 	periodic := pgqueue.NewPeriodicJob("priv_periodic", pgqueue.EverySchedule(time.Hour),
-		func() (pgqueue.JobArgs, *pgqueue.InsertOpts) { return privArgs{N: 1000}, nil },
+		func() (pgqueue.JobArgs, *pgqueue.EnqueueOpts) { return privArgs{N: 1000}, nil },
 		&pgqueue.PeriodicJobOpts{RunOnStart: true})
 	c := newClient(t, app, &pgqueue.Config{
 		Workers:           workers,
@@ -117,17 +117,17 @@ func TestFeatureSetAsAppRole(t *testing.T) {
 	stuck, err := c.Enqueue(ctx, privArgs{N: 1}, nil)
 	must(t, err)
 	claimAsDeadWorker(t, owner, stuck.ID)
-	batch := make([]pgqueue.EnqueueParams, pgqueue.CopyThreshold)
+	batch := make([]pgqueue.EnqueueManyParams, pgqueue.CopyThreshold)
 	for i := range batch {
-		batch[i] = pgqueue.EnqueueParams{Args: privArgs{N: 10 + i}, Opts: &pgqueue.InsertOpts{RunAt: time.Now().Add(-time.Second)}}
+		batch[i] = pgqueue.EnqueueManyParams{Args: privArgs{N: 10 + i}, Opts: &pgqueue.EnqueueOpts{RunAt: time.Now().Add(-time.Second)}}
 	}
 	_, err = c.EnqueueMany(ctx, batch)
 	must(t, err)
 	_, err = c.EnqueueMany(ctx, batch[:2])
 	must(t, err)
-	failing, err := c.Enqueue(ctx, privArgs{N: -1}, &pgqueue.InsertOpts{MaxAttempts: 1})
+	failing, err := c.Enqueue(ctx, privArgs{N: -1}, &pgqueue.EnqueueOpts{MaxAttempts: 1})
 	must(t, err)
-	later, err := c.Enqueue(ctx, privArgs{N: 2}, &pgqueue.InsertOpts{RunAt: time.Now().Add(time.Hour)})
+	later, err := c.Enqueue(ctx, privArgs{N: 2}, &pgqueue.EnqueueOpts{RunAt: time.Now().Add(time.Hour)})
 	must(t, err)
 	if _, err := c.JobCancel(ctx, later.ID); err != nil {
 		t.Fatal(err)
@@ -194,11 +194,11 @@ func TestFeatureSetAsAppRole(t *testing.T) {
 // Grants refuses a role that is not a plain identifier.
 func TestGrantsInvalidRole(t *testing.T) {
 	for _, role := range []string{"", "App", "a b", "x; DROP TABLE y"} {
-		if _, err := pgqueue.Grants("", role); !errors.Is(err, pgqueue.ErrInvalidRole) {
+		if _, err := pgqueue.GrantsSQL(pgqueue.DefaultSchema, role); !errors.Is(err, pgqueue.ErrInvalid) {
 			t.Fatalf("%q: %v", role, err)
 		}
 	}
-	if _, err := pgqueue.Grants("Bad", "app"); !errors.Is(err, pgqueue.ErrInvalidSchema) {
+	if _, err := pgqueue.GrantsSQL("Bad", "app"); !errors.Is(err, pgqueue.ErrInvalid) {
 		t.Fatalf("bad schema: %v", err)
 	}
 }
@@ -210,11 +210,11 @@ func TestMigrateUnreachableSaysConnect(t *testing.T) {
 	pool, err := pgxpool.New(context.Background(), "postgres://nobody@127.0.0.1:1/none?connect_timeout=2")
 	must(t, err)
 	defer pool.Close()
-	_, err = pgqueue.Migrate(context.Background(), pool, "")
+	_, err = pgqueue.Migrate(context.Background(), pool, pgqueue.DefaultSchema)
 	if err == nil || !strings.Contains(err.Error(), "migrate: connect:") || strings.Contains(err.Error(), "create schema") {
 		t.Fatalf("Migrate on an unreachable server: %v", err)
 	}
-	_, err = pgqueue.NewMigrator(context.Background(), pool, "")
+	_, err = pgqueue.NewMigrator(context.Background(), pool, pgqueue.DefaultSchema)
 	if err == nil || !strings.Contains(err.Error(), "migrate: connect:") {
 		t.Fatalf("NewMigrator on an unreachable server: %v", err)
 	}

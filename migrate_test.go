@@ -15,7 +15,7 @@ func TestMigrate(t *testing.T) {
 	t.Run("NothingToDoIsAResult", func(t *testing.T) {
 		t.Parallel()
 		pool := newPool(t)
-		res, err := pgqueue.Migrate(ctx, pool, "")
+		res, err := pgqueue.Migrate(ctx, pool, pgqueue.DefaultSchema)
 		must(t, err)
 		if res.Changed() || res.To == 0 {
 			t.Fatalf("result %+v, want unchanged at the latest version", res)
@@ -96,11 +96,11 @@ func TestMigrate(t *testing.T) {
 	t.Run("RejectsBadSchema", func(t *testing.T) {
 		t.Parallel()
 		pool := newPool(t)
-		if _, err := pgqueue.Migrate(ctx, pool, `public"; DROP TABLE x; --`); !errors.Is(err, pgqueue.ErrInvalidSchema) {
-			t.Fatalf("err = %v, want ErrInvalidSchema", err)
+		if _, err := pgqueue.Migrate(ctx, pool, `public"; DROP TABLE x; --`); !errors.Is(err, pgqueue.ErrInvalid) {
+			t.Fatalf("err = %v, want ErrInvalid", err)
 		}
-		if _, err := pgqueue.Migrate(ctx, nil, ""); !errors.Is(err, pgqueue.ErrNilPool) {
-			t.Fatalf("err = %v, want ErrNilPool", err)
+		if _, err := pgqueue.Migrate(ctx, nil, pgqueue.DefaultSchema); !errors.Is(err, pgqueue.ErrInvalid) {
+			t.Fatalf("err = %v, want ErrInvalid", err)
 		}
 	})
 }

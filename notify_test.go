@@ -36,10 +36,10 @@ func TestWakeUp(t *testing.T) {
 		}
 		tx, err := pool.Begin(ctx)
 		must(t, err)
-		res, err := other.EnqueueManyTx(ctx, tx, []pgqueue.EnqueueParams{{Args: noteArgs{}}, {Args: noteArgs{}}})
+		res, err := other.EnqueueManyTx(ctx, tx, []pgqueue.EnqueueManyParams{{Args: noteArgs{}}, {Args: noteArgs{}}})
 		must(t, err)
 		must(t, tx.Commit(ctx))
-		waitFor(t, "batch completed", func() bool { return countJobs(t, pool, "state = 'completed'") == 5+int(res.Inserted) })
+		waitFor(t, "batch completed", func() bool { return countJobs(t, pool, "state = 'completed'") == 5+int(res.Enqueued) })
 	})
 
 	t.Run("ListenerReconnects", func(t *testing.T) {
@@ -84,7 +84,7 @@ func TestWakeUp(t *testing.T) {
 		startClient(t, pool, ws, noPoll(ws))
 		var runAt time.Time
 		must(t, pool.QueryRow(ctx, "SELECT now() + interval '500 milliseconds'").Scan(&runAt))
-		row, err := leader.Enqueue(ctx, noteArgs{}, &pgqueue.InsertOpts{RunAt: runAt})
+		row, err := leader.Enqueue(ctx, noteArgs{}, &pgqueue.EnqueueOpts{RunAt: runAt})
 		must(t, err)
 		waitState(t, pool, row.ID, "completed")
 	})

@@ -19,22 +19,22 @@ type Observer struct {
 	// and how many it took.
 	Claimed func(queue string, jobs int)
 
-	// Written is called after each batch of results is written, with how
+	// BatchWritten is called after each batch of results is written, with how
 	// many results the statement carried.
-	Written func(jobs int)
+	BatchWritten func(jobs int)
 
-	// Recorded is called for each job whose result was written, with the
+	// ResultRecorded is called for each job whose result was written, with the
 	// job as claimed and what became of it. A handler's own CompleteTx
-	// counts as ResultCompleted. A job whose cancel was requested while
+	// counts as OutcomeCompleted. A job whose cancel was requested while
 	// this client did not know it is reported by the result it sent
 	// (the row ends cancelled).
-	Recorded func(job *JobRow, result JobResult)
+	ResultRecorded func(job *JobRow, result Outcome)
 
-	// Refused is called for each write about a job that its fence
+	// WriteRefused is called for each write about a job that its fence
 	// refused because another claim (a rescue, a retry) took the job
-	// over: write is "result" or "heartbeat"; job.Fence is the stale
-	// fence.
-	Refused func(job *JobRow, write string)
+	// over: write says which (WriteResult or WriteHeartbeat); job.Fence
+	// is the stale fence.
+	WriteRefused func(job *JobRow, write FencedWrite)
 
 	// Rescued is called by the maintenance leader for each running job
 	// whose lease expired and which it put back (or ended, when out of
@@ -47,66 +47,30 @@ type Observer struct {
 	// them. A failed read is skipped.
 	Queues func(queues []*QueueInfo)
 	// QueuesInterval is how often Queues is called. Default
-	// DefaultObserverQueuesInterval.
+	// 15s.
 	QueuesInterval time.Duration
 }
 
-// DefaultObserverQueuesInterval is Observer.QueuesInterval's default.
-const DefaultObserverQueuesInterval = 15 * time.Second
-
-// JobResult is what became of a job once the result of its attempt was
-// written, as Observer.Recorded and pgqueuetest report it.
-type JobResult string
-
-// The results a job's attempt can have.
-const (
-	// ResultCompleted: the job completed.
-	ResultCompleted JobResult = "completed"
-	// ResultRetried: the attempt failed; the job runs again later.
-	ResultRetried JobResult = "retried"
-	// ResultDiscarded: the attempt failed and the job was discarded (its
-	// attempts used up, an error handler's decision, an unknown kind's
-	// last try).
-	ResultDiscarded JobResult = "discarded"
-	// ResultCancelled: the job was cancelled (JobCancel).
-	ResultCancelled JobResult = "cancelled"
-	// ResultSnoozed: the job runs again later, its attempt given back
-	// (JobSnooze, a held singleton key, a kind no worker here knows).
-	ResultSnoozed JobResult = "snoozed"
-	// ResultReleased: the job was handed back unrun or cut short by Stop,
-	// its attempt given back.
-	ResultReleased JobResult = "released"
-)
-
-// RescuedJob is a job the maintenance leader rescued, as
-// Observer.Rescued sees it.
-type RescuedJob struct {
-	ID          int64
-	Queue, Kind string
-	// Holder is the ID of the client whose lease expired.
-	Holder string
-	// State is the job's state after the rescue: scheduled, or discarded
-	// (out of attempts) or cancelled (JobCancel asked for it).
-	State JobState
-}
+// 15s is Observer.QueuesInterval's default.
+const defaultObserverQueuesInterval = 15 * time.Second
 
 // resultOf names what the op of a result does to its job.
-func resultOf(r *result) JobResult {
+func resultOf(r *result) Outcome {
 	switch r.op {
 	case opComplete:
-		return ResultCompleted
+		return OutcomeCompleted
 	case opFail:
 		if r.row.Attempt >= r.row.MaxAttempts {
-			return ResultDiscarded
+			return OutcomeDiscarded
 		}
-		return ResultRetried
+		return OutcomeRetried
 	case opDiscard:
-		return ResultDiscarded
+		return OutcomeDiscarded
 	case opCancel:
-		return ResultCancelled
+		return OutcomeCancelled
 	case opSnooze, opUnknownKind:
-		return ResultSnoozed
+		return OutcomeSnoozed
 	default:
-		return ResultReleased
+		return OutcomeReleased
 	}
 }

@@ -22,7 +22,7 @@ type observed struct {
 	mu       sync.Mutex
 	claimed  int
 	written  int
-	results  map[pgqueue.JobResult]int
+	results  map[pgqueue.Outcome]int
 	refused  map[string]int
 	rescued  []pgqueue.RescuedJob
 	queues   [][]*pgqueue.QueueInfo
@@ -31,7 +31,7 @@ type observed struct {
 }
 
 func newObserved() *observed {
-	o := &observed{results: map[pgqueue.JobResult]int{}, refused: map[string]int{}, changed: make(chan struct{}, 1)}
+	o := &observed{results: map[pgqueue.Outcome]int{}, refused: map[string]int{}, changed: make(chan struct{}, 1)}
 	note := func(f func()) {
 		o.mu.Lock()
 		f()
@@ -42,12 +42,12 @@ func newObserved() *observed {
 		}
 	}
 	o.observer = &pgqueue.Observer{
-		Claimed:  func(_ string, n int) { note(func() { o.claimed += n }) },
-		Written:  func(n int) { note(func() { o.written += n }) },
-		Recorded: func(_ *pgqueue.JobRow, r pgqueue.JobResult) { note(func() { o.results[r]++ }) },
-		Refused:  func(_ *pgqueue.JobRow, write string) { note(func() { o.refused[write]++ }) },
-		Rescued:  func(j pgqueue.RescuedJob) { note(func() { o.rescued = append(o.rescued, j) }) },
-		Queues:   func(qs []*pgqueue.QueueInfo) { note(func() { o.queues = append(o.queues, qs) }) },
+		Claimed:        func(_ string, n int) { note(func() { o.claimed += n }) },
+		BatchWritten:   func(n int) { note(func() { o.written += n }) },
+		ResultRecorded: func(_ *pgqueue.JobRow, r pgqueue.Outcome) { note(func() { o.results[r]++ }) },
+		WriteRefused:   func(_ *pgqueue.JobRow, write pgqueue.FencedWrite) { note(func() { o.refused[string(write)]++ }) },
+		Rescued:        func(j pgqueue.RescuedJob) { note(func() { o.rescued = append(o.rescued, j) }) },
+		Queues:         func(qs []*pgqueue.QueueInfo) { note(func() { o.queues = append(o.queues, qs) }) },
 	}
 	return o
 }
@@ -92,7 +92,7 @@ func TestObserver(t *testing.T) {
 		}, nil))
 		b := startClient(t, pool, workers, &pgqueue.Config{Observer: o.observer})
 		for _, mode := range []string{"ok", "fail", "cancel", "snooze"} {
-			opts := &pgqueue.InsertOpts{}
+			opts := &pgqueue.EnqueueOpts{}
 			if mode == "fail" {
 				opts.MaxAttempts = 2
 			}
@@ -104,8 +104,8 @@ func TestObserver(t *testing.T) {
 		o.await(t, "five results", func() bool { return o.written == 5 })
 		o.mu.Lock()
 		defer o.mu.Unlock()
-		want := map[pgqueue.JobResult]int{pgqueue.ResultCompleted: 1, pgqueue.ResultRetried: 1, pgqueue.ResultDiscarded: 1,
-			pgqueue.ResultCancelled: 1, pgqueue.ResultSnoozed: 1}
+		want := map[pgqueue.Outcome]int{pgqueue.OutcomeCompleted: 1, pgqueue.OutcomeRetried: 1, pgqueue.OutcomeDiscarded: 1,
+			pgqueue.OutcomeCancelled: 1, pgqueue.OutcomeSnoozed: 1}
 		for r, n := range want {
 			if o.results[r] != n {
 				t.Errorf("%s: %d, want %d (all: %v)", r, o.results[r], n, o.results)
@@ -123,7 +123,7 @@ func TestObserver(t *testing.T) {
 		o.observer.QueuesInterval = 50 * time.Millisecond
 		c := newClient(t, pool, &pgqueue.Config{Observer: o.observer})
 		at := time.Now().Add(time.Hour)
-		_, err := c.Enqueue(t.Context(), obsArgs{}, &pgqueue.InsertOpts{Queue: "later", RunAt: at})
+		_, err := c.Enqueue(t.Context(), obsArgs{}, &pgqueue.EnqueueOpts{Queue: "later", RunAt: at})
 		must(t, err)
 		pgqueuetest.RequireEnqueued(t.Context(), t, pool, obsArgs{}, &pgqueuetest.Match{Queue: "later", ScheduledAt: at, State: pgqueue.StateScheduled})
 		must(t, c.Start(t.Context()))
@@ -151,7 +151,7 @@ func TestObserver(t *testing.T) {
 		o := newObserved()
 		// A client that claims and dies: its lease runs out unrenewed.
 		dead := newClient(t, pool, &pgqueue.Config{ID: "dead-client", JobLease: time.Second})
-		res, err := dead.Enqueue(t.Context(), obsArgs{Mode: "stuck"}, &pgqueue.InsertOpts{Queue: "stuck"})
+		res, err := dead.Enqueue(t.Context(), obsArgs{Mode: "stuck"}, &pgqueue.EnqueueOpts{Queue: "stuck"})
 		must(t, err)
 		claimed, err := pgqueue.Claim(t.Context(), dead, "stuck", 1)
 		must(t, err)

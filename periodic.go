@@ -17,7 +17,7 @@ import (
 // done and nothing is enqueued. It is called on the maintenance leader,
 // inside the transaction that records the instant, so it should be quick
 // and must not use the database itself.
-type PeriodicJobConstructor func() (JobArgs, *InsertOpts)
+type PeriodicJobConstructor func() (JobArgs, *EnqueueOpts)
 
 // MissedPolicy says what a periodic job does about the instants it missed
 // (see PeriodicJobOpts.MissedAfter).
@@ -52,7 +52,7 @@ type PeriodicJobOpts struct {
 	// downtime, or the job was removed for a while) is missed, and Missed
 	// says what happens to it. Instants that came due during a leader
 	// change shorter than this are all enqueued, late. Default
-	// DefaultPeriodicMissedAfter, or three Config.LeaderTTL when that is
+	// 1m, or three Config.LeaderTTL when that is
 	// longer; keep it above LeaderTTL.
 	MissedAfter time.Duration
 }
@@ -99,21 +99,21 @@ func (j *PeriodicJob) Name() string { return j.name }
 // validate checks a job before it joins a client's periodic jobs.
 func (j *PeriodicJob) validate() error {
 	if j == nil {
-		return fmt.Errorf("%w: nil periodic job", ErrInvalidOption)
+		return fmt.Errorf("%w option: nil periodic job", ErrInvalid)
 	}
 	if j.name == "" || len(j.name) > 255 || !utf8.ValidString(j.name) || strings.ContainsRune(j.name, 0) {
-		return fmt.Errorf("%w: periodic job name %q: want 1 to 255 bytes of UTF-8", ErrInvalidOption, j.name)
+		return fmt.Errorf("%w option: periodic job name %q: want 1 to 255 bytes of UTF-8", ErrInvalid, j.name)
 	}
 	if err := validateSchedule(j.schedule); err != nil {
 		return fmt.Errorf("periodic job %q: %w", j.name, err)
 	}
 	switch {
 	case j.constructor == nil:
-		return fmt.Errorf("%w: periodic job %q: nil constructor", ErrInvalidOption, j.name)
+		return fmt.Errorf("%w option: periodic job %q: nil constructor", ErrInvalid, j.name)
 	case j.opts.Missed != MissedSkip && j.opts.Missed != MissedCatchUp:
-		return fmt.Errorf("%w: periodic job %q: unknown MissedPolicy %d", ErrInvalidOption, j.name, j.opts.Missed)
+		return fmt.Errorf("%w option: periodic job %q: unknown MissedPolicy %d", ErrInvalid, j.name, j.opts.Missed)
 	case j.opts.MissedAfter < 0:
-		return fmt.Errorf("%w: periodic job %q: MissedAfter must not be negative, got %s", ErrInvalidOption, j.name, j.opts.MissedAfter)
+		return fmt.Errorf("%w option: periodic job %q: MissedAfter must not be negative, got %s", ErrInvalid, j.name, j.opts.MissedAfter)
 	}
 	return nil
 }
@@ -142,8 +142,8 @@ func newPeriodicJobs(jobs []*PeriodicJob) (*PeriodicJobs, error) {
 }
 
 // Add adds job to the set. A leading client takes it into account at once.
-// It returns an error matching ErrInvalidOption when the job is invalid
-// (a *ScheduleError for its schedule), and ErrDuplicatePeriodicJob when its
+// It returns an error matching ErrInvalid when the job is invalid
+// (a *ScheduleError for its schedule), and ErrInvalid when its
 // name is taken; to change a job, Remove it and Add the new one.
 func (p *PeriodicJobs) Add(job *PeriodicJob) error {
 	if err := job.validate(); err != nil {
@@ -152,7 +152,7 @@ func (p *PeriodicJobs) Add(job *PeriodicJob) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if _, ok := p.jobs[job.name]; ok {
-		return fmt.Errorf("%w: %q", ErrDuplicatePeriodicJob, job.name)
+		return fmt.Errorf("%w periodic job: name already taken: %q", ErrInvalid, job.name)
 	}
 	p.jobs[job.name] = job
 	p.signal()
@@ -212,7 +212,7 @@ func (c *Client) PeriodicJobs() *PeriodicJobs { return c.periodic }
 
 // enqueuePeriodic inserts one run of a periodic job in tx, through the
 // client's insert path, and returns its queue.
-func (c *Client) enqueuePeriodic(ctx context.Context, tx pgx.Tx, args JobArgs, opts *InsertOpts) (string, error) {
+func (c *Client) enqueuePeriodic(ctx context.Context, tx pgx.Tx, args JobArgs, opts *EnqueueOpts) (string, error) {
 	res, err := c.EnqueueTx(ctx, tx, args, opts)
 	if err != nil {
 		return "", err

@@ -25,7 +25,7 @@ type PeriodicSchedule interface {
 
 // ScheduleError is returned by CronSchedule for an expression it cannot
 // parse, and by New and PeriodicJobs.Add for a schedule out of range (an
-// EverySchedule shorter than a second). It matches ErrInvalidOption with
+// EverySchedule shorter than a second). It matches ErrInvalid with
 // errors.Is, and the parser's error too.
 type ScheduleError struct {
 	// Expr is the expression, or "@every <d>" for an EverySchedule.
@@ -39,8 +39,8 @@ func (e *ScheduleError) Error() string {
 	return fmt.Sprintf("pgqueue: schedule %q: %v", e.Expr, e.Err)
 }
 
-// Unwrap returns ErrInvalidOption and the cause.
-func (e *ScheduleError) Unwrap() []error { return []error{ErrInvalidOption, e.Err} }
+// Unwrap returns ErrInvalid and the cause.
+func (e *ScheduleError) Unwrap() []error { return []error{ErrInvalid, e.Err} }
 
 // cronParser reads five fields (minute hour day-of-month month
 // day-of-week), six with a leading seconds field, and the descriptors
@@ -60,7 +60,7 @@ var cronParser = cron.NewParser(cron.SecondOptional | cron.Minute | cron.Hour | 
 //   - "@every <duration>" ("@every 90s"), the same as EverySchedule.
 //
 // An expression it cannot parse, or one that never fires (February 30th),
-// returns a *ScheduleError, which matches ErrInvalidOption.
+// returns a *ScheduleError, which matches ErrInvalid.
 func CronSchedule(expr string) (PeriodicSchedule, error) {
 	fail := func(err error) (PeriodicSchedule, error) { return nil, &ScheduleError{Expr: expr, Err: err} }
 	spec := strings.TrimSpace(expr)
@@ -159,7 +159,7 @@ var errEveryTooShort = errors.New("interval must be at least 1s")
 func validateSchedule(s PeriodicSchedule) error {
 	switch s := s.(type) {
 	case nil:
-		return fmt.Errorf("%w: nil periodic schedule", ErrInvalidOption)
+		return fmt.Errorf("%w option: nil periodic schedule", ErrInvalid)
 	case everySchedule:
 		if s.d < time.Second {
 			return &ScheduleError{Expr: "@every " + s.d.String(), Err: errEveryTooShort}

@@ -64,8 +64,8 @@ func TestCronSchedule(t *testing.T) {
 		} {
 			s, err := pgqueue.CronSchedule(expr)
 			var se *pgqueue.ScheduleError
-			if !errors.As(err, &se) || !errors.Is(err, pgqueue.ErrInvalidOption) || s != nil {
-				t.Errorf("%q: schedule %v, error %v; want a *ScheduleError matching ErrInvalidOption", expr, s, err)
+			if !errors.As(err, &se) || !errors.Is(err, pgqueue.ErrInvalid) || s != nil {
+				t.Errorf("%q: schedule %v, error %v; want a *ScheduleError matching ErrInvalid", expr, s, err)
 				continue
 			}
 			if se.Expr != expr || se.Err == nil {

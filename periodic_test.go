@@ -69,8 +69,8 @@ func noteWorkers(t *testing.T) *pgqueue.Workers {
 }
 
 func noteJob(name string, s pgqueue.PeriodicSchedule, opts *pgqueue.PeriodicJobOpts) *pgqueue.PeriodicJob {
-	return pgqueue.NewPeriodicJob(name, s, func() (pgqueue.JobArgs, *pgqueue.InsertOpts) {
-		return noteArgs{N: 1}, &pgqueue.InsertOpts{Tags: []string{"periodic"}, Meta: map[string]any{"own": "kept"}}
+	return pgqueue.NewPeriodicJob(name, s, func() (pgqueue.JobArgs, *pgqueue.EnqueueOpts) {
+		return noteArgs{N: 1}, &pgqueue.EnqueueOpts{Tags: []string{"periodic"}, Meta: map[string]any{"own": "kept"}}
 	}, opts)
 }
 
@@ -92,7 +92,7 @@ func TestPeriodicJobs(t *testing.T) {
 		t.Parallel()
 		pool := newPool(t)
 		ok := pgqueue.EverySchedule(time.Minute)
-		ctor := func() (pgqueue.JobArgs, *pgqueue.InsertOpts) { return noteArgs{}, nil }
+		ctor := func() (pgqueue.JobArgs, *pgqueue.EnqueueOpts) { return noteArgs{}, nil }
 		for name, jobs := range map[string][]*pgqueue.PeriodicJob{
 			"nil job":           {nil},
 			"empty name":        {pgqueue.NewPeriodicJob("", ok, ctor, nil)},
@@ -103,8 +103,8 @@ func TestPeriodicJobs(t *testing.T) {
 			"unknown policy":    {pgqueue.NewPeriodicJob("a", ok, ctor, &pgqueue.PeriodicJobOpts{Missed: 7})},
 			"negative MissedAf": {pgqueue.NewPeriodicJob("a", ok, ctor, &pgqueue.PeriodicJobOpts{MissedAfter: -time.Second})},
 		} {
-			if _, err := pgqueue.New(pool, &pgqueue.Config{PeriodicJobs: jobs}); !errors.Is(err, pgqueue.ErrInvalidOption) {
-				t.Errorf("%s: New returned %v, want ErrInvalidOption", name, err)
+			if _, err := pgqueue.New(pool, &pgqueue.Config{PeriodicJobs: jobs}); !errors.Is(err, pgqueue.ErrInvalid) {
+				t.Errorf("%s: New returned %v, want ErrInvalid", name, err)
 			}
 		}
 		_, err := pgqueue.New(pool, &pgqueue.Config{PeriodicJobs: []*pgqueue.PeriodicJob{pgqueue.NewPeriodicJob("a", pgqueue.EverySchedule(time.Millisecond), ctor, nil)}})
@@ -112,12 +112,12 @@ func TestPeriodicJobs(t *testing.T) {
 			t.Errorf("short interval: %v, want a *ScheduleError for @every 1ms", err)
 		}
 		twice := []*pgqueue.PeriodicJob{pgqueue.NewPeriodicJob("a", ok, ctor, nil), pgqueue.NewPeriodicJob("a", ok, ctor, nil)}
-		if _, err := pgqueue.New(pool, &pgqueue.Config{PeriodicJobs: twice}); !errors.Is(err, pgqueue.ErrDuplicatePeriodicJob) {
-			t.Errorf("same name twice: New returned %v, want ErrDuplicatePeriodicJob", err)
+		if _, err := pgqueue.New(pool, &pgqueue.Config{PeriodicJobs: twice}); !errors.Is(err, pgqueue.ErrInvalid) {
+			t.Errorf("same name twice: New returned %v, want ErrInvalid", err)
 		}
 		c := newClient(t, pool, &pgqueue.Config{PeriodicJobs: []*pgqueue.PeriodicJob{pgqueue.NewPeriodicJob("a", ok, ctor, nil)}})
-		if err := c.PeriodicJobs().Add(pgqueue.NewPeriodicJob("a", ok, ctor, nil)); !errors.Is(err, pgqueue.ErrDuplicatePeriodicJob) {
-			t.Errorf("Add of a taken name: %v, want ErrDuplicatePeriodicJob", err)
+		if err := c.PeriodicJobs().Add(pgqueue.NewPeriodicJob("a", ok, ctor, nil)); !errors.Is(err, pgqueue.ErrInvalid) {
+			t.Errorf("Add of a taken name: %v, want ErrInvalid", err)
 		}
 	})
 
@@ -300,7 +300,7 @@ func TestPeriodicJobs(t *testing.T) {
 		pool := newPool(t)
 		var mu sync.Mutex
 		calls := 0
-		job := pgqueue.NewPeriodicJob("picky", pgqueue.EverySchedule(time.Second), func() (pgqueue.JobArgs, *pgqueue.InsertOpts) {
+		job := pgqueue.NewPeriodicJob("picky", pgqueue.EverySchedule(time.Second), func() (pgqueue.JobArgs, *pgqueue.EnqueueOpts) {
 			mu.Lock()
 			defer mu.Unlock()
 			calls++
@@ -308,7 +308,7 @@ func TestPeriodicJobs(t *testing.T) {
 			case 1:
 				return nil, nil // skip this run
 			case 2:
-				return noteArgs{}, &pgqueue.InsertOpts{Queue: "Not A Queue"} // invalid: skipped too
+				return noteArgs{}, &pgqueue.EnqueueOpts{Queue: "Not A Queue"} // invalid: skipped too
 			}
 			return noteArgs{N: calls}, nil
 		}, nil)

@@ -108,8 +108,8 @@ func TestPgBouncerNotifications(t *testing.T) {
 	t.Run("DirectThroughPoolerRefused", func(t *testing.T) {
 		pool := poolWithMode(t, pooled, pgx.QueryExecModeExec)
 		c := newClient(t, pool, &pgqueue.Config{Workers: countingNoteWorkers(t, nil), Logger: testlog.Discard(), DirectConnConfig: pooledCfg})
-		if err := c.Start(t.Context()); !errors.Is(err, pgqueue.ErrNotDirect) {
-			t.Fatalf("Start with a DirectConnConfig through the pooler: %v, want ErrNotDirect", err)
+		if err := c.Start(t.Context()); !errors.Is(err, pgqueue.ErrInvalid) {
+			t.Fatalf("Start with a DirectConnConfig through the pooler: %v, want ErrInvalid", err)
 		}
 	})
 }
@@ -185,18 +185,18 @@ func TestPgBouncer10000Jobs(t *testing.T) {
 		must(t, err)
 	}
 	for b := range 30 {
-		params := make([]pgqueue.EnqueueParams, 10)
+		params := make([]pgqueue.EnqueueManyParams, 10)
 		for i := range params {
-			params[i] = pgqueue.EnqueueParams{Args: noteArgs{N: b*10 + i}}
+			params[i] = pgqueue.EnqueueManyParams{Args: noteArgs{N: b*10 + i}}
 		}
 		_, err := c.EnqueueMany(ctx, params)
 		must(t, err)
 	}
 	c2 := newClient(t, pools[1], nil)
 	for left := jobs - 200 - 300; left > 0; left -= 500 {
-		params := make([]pgqueue.EnqueueParams, min(500, left))
+		params := make([]pgqueue.EnqueueManyParams, min(500, left))
 		for i := range params {
-			params[i] = pgqueue.EnqueueParams{Args: noteArgs{N: i}}
+			params[i] = pgqueue.EnqueueManyParams{Args: noteArgs{N: i}}
 		}
 		_, err := c2.EnqueueMany(ctx, params)
 		must(t, err)

@@ -46,7 +46,7 @@ func (c *Client) planSessions(ctx context.Context) (*sessionPlan, error) {
 		err = pgsession.Check(ctx, direct)
 		_ = direct.Close(context.WithoutCancel(ctx))
 		if errors.Is(err, pgsession.ErrPooled) {
-			return nil, fmt.Errorf("%w: Config.DirectConnConfig: %w", ErrNotDirect, err)
+			return nil, fmt.Errorf("%w Config.DirectConnConfig: goes through a pooler: Config.DirectConnConfig: %w", ErrInvalid, err)
 		}
 		if err != nil {
 			return nil, dbError("start: direct connection", err)

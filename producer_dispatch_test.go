@@ -38,7 +38,7 @@ func TestDispatchStartsAnExecutorPerJob(t *testing.T) {
 	must(t, err)
 	waitState(t, pool, first.ID, "completed")
 	// One EnqueueMany: the jobs come in one claim, dispatched in a row.
-	_, err = b.client.EnqueueMany(ctx, []pgqueue.EnqueueParams{
+	_, err = b.client.EnqueueMany(ctx, []pgqueue.EnqueueManyParams{
 		{Args: noteArgs{N: 1}}, {Args: noteArgs{N: 2}}, {Args: noteArgs{N: 3}},
 	})
 	must(t, err)

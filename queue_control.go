@@ -15,7 +15,7 @@ import (
 // schema's queues table, so it binds every client, those started later
 // too, and survives restarts. Pausing a paused queue changes nothing and
 // is not an error; a queue need not have jobs or be configured anywhere to
-// be paused. An invalid name: ErrInvalidQueue.
+// be paused. An invalid name: ErrInvalid.
 func (c *Client) QueuePause(ctx context.Context, name string) error {
 	return c.queueControl(ctx, c.pool, "pause", name)
 }
@@ -28,7 +28,7 @@ func (c *Client) QueuePauseTx(ctx context.Context, tx pgx.Tx, name string) error
 
 // QueueResume resumes the queue name and wakes the workers of the queue at
 // commit, so they claim its jobs at once. Resuming a queue that is not
-// paused is not an error. An invalid name: ErrInvalidQueue.
+// paused is not an error. An invalid name: ErrInvalid.
 func (c *Client) QueueResume(ctx context.Context, name string) error {
 	if err := c.queueControl(ctx, c.pool, "resume", name); err != nil {
 		return err

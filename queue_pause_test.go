@@ -36,7 +36,7 @@ func pauseWorkers(t *testing.T) (ws *pgqueue.Workers, started chan int64, releas
 
 func enqueuePause(t *testing.T, c *pgqueue.Client, queue string, block bool) int64 {
 	t.Helper()
-	res, err := c.Enqueue(context.Background(), pauseArgs{Block: block}, &pgqueue.InsertOpts{Queue: queue})
+	res, err := c.Enqueue(context.Background(), pauseArgs{Block: block}, &pgqueue.EnqueueOpts{Queue: queue})
 	must(t, err)
 	return res.ID
 }
@@ -118,11 +118,11 @@ func TestQueuePause(t *testing.T) {
 		t.Parallel()
 		b := setupControl(t)
 		for _, name := range []string{"", "Mail", "a b", string(make([]byte, 64))} {
-			if err := b.client.QueuePause(ctx, name); !errors.Is(err, pgqueue.ErrInvalidQueue) {
-				t.Errorf("QueuePause(%q): err = %v, want ErrInvalidQueue", name, err)
+			if err := b.client.QueuePause(ctx, name); !errors.Is(err, pgqueue.ErrInvalid) {
+				t.Errorf("QueuePause(%q): err = %v, want ErrInvalid", name, err)
 			}
-			if err := b.client.QueueResume(ctx, name); !errors.Is(err, pgqueue.ErrInvalidQueue) {
-				t.Errorf("QueueResume(%q): err = %v, want ErrInvalidQueue", name, err)
+			if err := b.client.QueueResume(ctx, name); !errors.Is(err, pgqueue.ErrInvalid) {
+				t.Errorf("QueueResume(%q): err = %v, want ErrInvalid", name, err)
 			}
 		}
 	})
@@ -200,8 +200,8 @@ func TestQueuePause(t *testing.T) {
 		must(t, err)
 		b.jobIn(t, pgqueue.StateScheduled, nil)
 		b.jobIn(t, pgqueue.StateCompleted, nil)
-		b.jobIn(t, pgqueue.StateScheduled, &pgqueue.InsertOpts{Queue: "mail"})
-		b.jobIn(t, pgqueue.StateDiscarded, &pgqueue.InsertOpts{Queue: "finished-only"})
+		b.jobIn(t, pgqueue.StateScheduled, &pgqueue.EnqueueOpts{Queue: "mail"})
+		b.jobIn(t, pgqueue.StateDiscarded, &pgqueue.EnqueueOpts{Queue: "finished-only"})
 		must(t, b.client.QueuePause(ctx, "paused-empty"))
 		must(t, b.client.QueuePause(ctx, "mail"))
 		must(t, b.client.QueueResume(ctx, "mail"))

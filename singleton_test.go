@@ -125,13 +125,13 @@ func TestSingletonJobs(t *testing.T) {
 					Logger:              testlog.Discard(),
 				})
 			}
-			params := make([]pgqueue.EnqueueParams, jobs)
+			params := make([]pgqueue.EnqueueManyParams, jobs)
 			for i := range params {
 				key := keys[i%len(keys)]
-				params[i] = pgqueue.EnqueueParams{Args: spanArgs{Key: key, N: i}, Opts: &pgqueue.InsertOpts{SingletonKey: key}}
+				params[i] = pgqueue.EnqueueManyParams{Args: spanArgs{Key: key, N: i}, Opts: &pgqueue.EnqueueOpts{SingletonKey: key}}
 			}
 			res, err := fc.EnqueueMany(ctx, params)
-			if err != nil || res.Inserted != jobs {
+			if err != nil || res.Enqueued != jobs {
 				t.Fatalf("enqueued %+v jobs: %v", res, err)
 			}
 			waitFor(t, "every job to complete", func() bool {
@@ -208,7 +208,7 @@ func TestSingletonSessionLockLost(t *testing.T) {
 		return context.Cause(ctx)
 	}, &pgqueue.WorkerOpts{SingletonMode: pgqueue.SingletonSession}))
 	b := startClient(t, pool, ws, &pgqueue.Config{Logger: testlog.Discard()})
-	job, err := b.client.Enqueue(ctx, spanArgs{Key: "alpha"}, &pgqueue.InsertOpts{SingletonKey: "alpha"})
+	job, err := b.client.Enqueue(ctx, spanArgs{Key: "alpha"}, &pgqueue.EnqueueOpts{SingletonKey: "alpha"})
 	must(t, err)
 
 	var pids []int32

@@ -29,7 +29,7 @@ func TestStaleWriteRefusedByFence(t *testing.T) {
 	setup := func(t *testing.T) (c *pgqueue.Client, pool *pgxpool.Pool, read func() string, stale, holder *pgqueue.JobRow) {
 		pool = newPool(t)
 		c = newClient(t, pool, &pgqueue.Config{Logger: testlog.Discard()})
-		row, err := c.Enqueue(ctx, noteArgs{}, &pgqueue.InsertOpts{MaxAttempts: 1})
+		row, err := c.Enqueue(ctx, noteArgs{}, &pgqueue.EnqueueOpts{MaxAttempts: 1})
 		must(t, err)
 		claim := func() *pgqueue.JobRow {
 			jobs, err := pgqueue.Claim(ctx, c, pgqueue.DefaultQueue, 1)

@@ -67,11 +67,11 @@ const uniqueKeyVersion = "pgqueue-unique-1"
 // newUniqueKey validates u and hashes kind, queue and args as u asks.
 func newUniqueKey(u *UniqueOpts, kind, queue string, args []byte) (*uniqueKey, error) {
 	if u.ByPeriod < 0 || (u.ByPeriod > 0 && u.ByPeriod < time.Microsecond) {
-		return nil, fmt.Errorf("%w: enqueue %s: Unique.ByPeriod %s out of range", ErrInvalidOption, kind, u.ByPeriod)
+		return nil, fmt.Errorf("%w option: enqueue %s: Unique.ByPeriod %s out of range", ErrInvalid, kind, u.ByPeriod)
 	}
 	states, err := uniqueStates(u.ByState)
 	if err != nil {
-		return nil, fmt.Errorf("%w: enqueue %s: %w", ErrInvalidOption, kind, err)
+		return nil, fmt.Errorf("%w option: enqueue %s: %w", ErrInvalid, kind, err)
 	}
 	h := sha256.New()
 	write := func(part string, b []byte) {
@@ -91,7 +91,7 @@ func newUniqueKey(u *UniqueOpts, kind, queue string, args []byte) (*uniqueKey, e
 	if u.ByArgs {
 		canonical, err := canonicalArgs(args, u.ByArgsFields)
 		if err != nil {
-			return nil, fmt.Errorf("%w: enqueue %s: Unique.ByArgs: %w", ErrInvalidOption, kind, err)
+			return nil, fmt.Errorf("%w option: enqueue %s: Unique.ByArgs: %w", ErrInvalid, kind, err)
 		}
 		write("args", canonical)
 	}

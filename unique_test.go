@@ -31,7 +31,7 @@ func TestUnique(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 
-	enqueue := func(t *testing.T, c *pgqueue.Client, args pgqueue.JobArgs, opts *pgqueue.InsertOpts) *pgqueue.EnqueueResult {
+	enqueue := func(t *testing.T, c *pgqueue.Client, args pgqueue.JobArgs, opts *pgqueue.EnqueueOpts) *pgqueue.EnqueueResult {
 		t.Helper()
 		res, err := c.Enqueue(ctx, args, opts)
 		must(t, err)
@@ -42,8 +42,8 @@ func TestUnique(t *testing.T) {
 		t.Parallel()
 		pool := newPool(t)
 		c := newClient(t, pool, nil)
-		first := enqueue(t, c, chargeArgs{Order: 1}, &pgqueue.InsertOpts{Unique: &pgqueue.UniqueOpts{}})
-		second := enqueue(t, c, chargeArgs{Order: 2}, &pgqueue.InsertOpts{Unique: &pgqueue.UniqueOpts{}})
+		first := enqueue(t, c, chargeArgs{Order: 1}, &pgqueue.EnqueueOpts{Unique: &pgqueue.UniqueOpts{}})
+		second := enqueue(t, c, chargeArgs{Order: 2}, &pgqueue.EnqueueOpts{Unique: &pgqueue.UniqueOpts{}})
 		if first.Duplicate || !second.Duplicate || second.ID != first.ID {
 			t.Fatalf("first %+v, second %+v: want the second a duplicate of the first", first, second)
 		}
@@ -60,7 +60,7 @@ func TestUnique(t *testing.T) {
 		t.Parallel()
 		pool := newPool(t)
 		c := newClient(t, pool, nil)
-		u := &pgqueue.InsertOpts{Unique: &pgqueue.UniqueOpts{ByArgs: true}}
+		u := &pgqueue.EnqueueOpts{Unique: &pgqueue.UniqueOpts{ByArgs: true}}
 		a := enqueue(t, c, chargeArgs{Order: 1, Customer: "ada"}, u)
 		if enqueue(t, c, chargeArgs{Order: 1, Customer: "ada"}, u).ID != a.ID {
 			t.Fatal("equal args inserted twice")
@@ -82,7 +82,7 @@ func TestUnique(t *testing.T) {
 		t.Parallel()
 		pool := newPool(t)
 		c := newClient(t, pool, nil)
-		u := &pgqueue.InsertOpts{Unique: &pgqueue.UniqueOpts{ByArgs: true, ByArgsFields: []string{"order", "customer"}}}
+		u := &pgqueue.EnqueueOpts{Unique: &pgqueue.UniqueOpts{ByArgs: true, ByArgsFields: []string{"order", "customer"}}}
 		a := enqueue(t, c, chargeArgs{Order: 1, Customer: "ada", Note: "first"}, u)
 		if b := enqueue(t, c, chargeArgs{Order: 1, Customer: "ada", Note: "double click"}, u); !b.Duplicate || b.ID != a.ID {
 			t.Fatal("a field outside ByArgsFields made the job differ")
@@ -96,8 +96,8 @@ func TestUnique(t *testing.T) {
 		t.Parallel()
 		pool := newPool(t)
 		c := newClient(t, pool, nil)
-		byQueue := func(q string) *pgqueue.InsertOpts {
-			return &pgqueue.InsertOpts{Queue: q, Unique: &pgqueue.UniqueOpts{ByQueue: true}}
+		byQueue := func(q string) *pgqueue.EnqueueOpts {
+			return &pgqueue.EnqueueOpts{Queue: q, Unique: &pgqueue.UniqueOpts{ByQueue: true}}
 		}
 		enqueue(t, c, chargeArgs{}, byQueue("a"))
 		if enqueue(t, c, chargeArgs{}, byQueue("b")).Duplicate {
@@ -107,8 +107,8 @@ func TestUnique(t *testing.T) {
 			t.Fatal("same queue inserted twice")
 		}
 		// Without ByQueue the queue does not matter.
-		enqueue(t, c, chargeArgs{}, &pgqueue.InsertOpts{Queue: "a", Unique: &pgqueue.UniqueOpts{}})
-		if !enqueue(t, c, chargeArgs{}, &pgqueue.InsertOpts{Queue: "b", Unique: &pgqueue.UniqueOpts{}}).Duplicate {
+		enqueue(t, c, chargeArgs{}, &pgqueue.EnqueueOpts{Queue: "a", Unique: &pgqueue.UniqueOpts{}})
+		if !enqueue(t, c, chargeArgs{}, &pgqueue.EnqueueOpts{Queue: "b", Unique: &pgqueue.UniqueOpts{}}).Duplicate {
 			t.Fatal("queue counted without ByQueue")
 		}
 	})
@@ -119,8 +119,8 @@ func TestUnique(t *testing.T) {
 		ws := pgqueue.NewWorkers()
 		must(t, pgqueue.AddWorkerFunc(ws, func(context.Context, *pgqueue.Job[chargeArgs]) error { return nil }, nil))
 		b := startClient(t, pool, ws, nil)
-		hourly := func(at time.Time) *pgqueue.InsertOpts {
-			return &pgqueue.InsertOpts{RunAt: at, Unique: &pgqueue.UniqueOpts{ByPeriod: time.Hour}}
+		hourly := func(at time.Time) *pgqueue.EnqueueOpts {
+			return &pgqueue.EnqueueOpts{RunAt: at, Unique: &pgqueue.UniqueOpts{ByPeriod: time.Hour}}
 		}
 		hour := time.Date(2020, 1, 1, 10, 0, 0, 0, time.UTC) // past: due at once
 		first := enqueue(t, b.client, chargeArgs{}, hourly(hour.Add(10*time.Minute)))
@@ -137,7 +137,7 @@ func TestUnique(t *testing.T) {
 		t.Parallel()
 		pool := newPool(t)
 		c := newClient(t, pool, nil)
-		u := &pgqueue.InsertOpts{Unique: &pgqueue.UniqueOpts{}}
+		u := &pgqueue.EnqueueOpts{Unique: &pgqueue.UniqueOpts{}}
 		for _, final := range []string{"cancelled", "discarded"} {
 			first := enqueue(t, c, chargeArgs{}, u)
 			_, err := pool.Exec(ctx, "UPDATE pgqueue.jobs SET state = $2, finalized_at = now() WHERE id = $1", first.ID, final)
@@ -147,7 +147,7 @@ func TestUnique(t *testing.T) {
 			}
 		}
 		// Unless ByState names them.
-		withCancelled := &pgqueue.InsertOpts{Unique: &pgqueue.UniqueOpts{ByQueue: true, ByState: []pgqueue.JobState{
+		withCancelled := &pgqueue.EnqueueOpts{Unique: &pgqueue.UniqueOpts{ByQueue: true, ByState: []pgqueue.JobState{
 			pgqueue.StateScheduled, pgqueue.StateAvailable, pgqueue.StateRunning, pgqueue.StateCancelled}}}
 		first := enqueue(t, c, chargeArgs{}, withCancelled)
 		_, err := pool.Exec(ctx, "UPDATE pgqueue.jobs SET state = 'cancelled', finalized_at = now() WHERE id = $1", first.ID)
@@ -171,8 +171,8 @@ func TestUnique(t *testing.T) {
 			if name == "FieldsOfNonObject" {
 				args = listArgs{1, 2}
 			}
-			if _, err := c.Enqueue(ctx, args, &pgqueue.InsertOpts{Unique: u}); !errors.Is(err, pgqueue.ErrInvalidOption) {
-				t.Errorf("%s: got %v, want ErrInvalidOption", name, err)
+			if _, err := c.Enqueue(ctx, args, &pgqueue.EnqueueOpts{Unique: u}); !errors.Is(err, pgqueue.ErrInvalid) {
+				t.Errorf("%s: got %v, want ErrInvalid", name, err)
 			}
 		}
 	})
@@ -181,7 +181,7 @@ func TestUnique(t *testing.T) {
 		t.Parallel()
 		pool := newPool(t)
 		c := newClient(t, pool, nil)
-		u := &pgqueue.InsertOpts{Unique: &pgqueue.UniqueOpts{}}
+		u := &pgqueue.EnqueueOpts{Unique: &pgqueue.UniqueOpts{}}
 		tx, err := pool.Begin(ctx)
 		must(t, err)
 		first, err := c.EnqueueTx(ctx, tx, chargeArgs{}, u)
@@ -218,39 +218,39 @@ func TestUniqueEnqueueMany(t *testing.T) {
 	ctx := context.Background()
 	pool := newPool(t)
 	c := newClient(t, pool, nil)
-	u := &pgqueue.InsertOpts{Unique: &pgqueue.UniqueOpts{ByArgs: true}}
+	u := &pgqueue.EnqueueOpts{Unique: &pgqueue.UniqueOpts{ByArgs: true}}
 
 	// Of orders 0..6999, every 7th exists already (1,000 jobs); the batch
 	// then repeats 1,000 of its own orders twice each.
-	var existing []pgqueue.EnqueueParams
+	var existing []pgqueue.EnqueueManyParams
 	for order := 0; order < 7000; order += 7 {
-		existing = append(existing, pgqueue.EnqueueParams{Args: chargeArgs{Order: order}, Opts: u})
+		existing = append(existing, pgqueue.EnqueueManyParams{Args: chargeArgs{Order: order}, Opts: u})
 	}
 	res, err := c.EnqueueMany(ctx, existing)
 	must(t, err)
-	if res.Inserted != 1000 || len(res.Duplicates) != 0 {
-		t.Fatalf("seed: %d inserted, %d duplicates", res.Inserted, len(res.Duplicates))
+	if res.Enqueued != 1000 || len(res.Duplicates) != 0 {
+		t.Fatalf("seed: %d inserted, %d duplicates", res.Enqueued, len(res.Duplicates))
 	}
 
-	var params []pgqueue.EnqueueParams
+	var params []pgqueue.EnqueueManyParams
 	want := map[int]bool{}
 	for order := range 7000 {
 		if order%7 == 0 {
 			want[len(params)] = true // in the table
 		}
-		params = append(params, pgqueue.EnqueueParams{Args: chargeArgs{Order: order}, Opts: u})
+		params = append(params, pgqueue.EnqueueManyParams{Args: chargeArgs{Order: order}, Opts: u})
 	}
 	for k := 0; len(params) < 9000; k++ {
 		want[len(params)] = true // repeats an earlier job of the batch, never one of the table
-		params = append(params, pgqueue.EnqueueParams{Args: chargeArgs{Order: 1 + 7*(k%1000)}, Opts: u})
+		params = append(params, pgqueue.EnqueueManyParams{Args: chargeArgs{Order: 1 + 7*(k%1000)}, Opts: u})
 	}
 	for len(params) < 10000 { // not unique: always inserted
-		params = append(params, pgqueue.EnqueueParams{Args: chargeArgs{Order: 1}})
+		params = append(params, pgqueue.EnqueueManyParams{Args: chargeArgs{Order: 1}})
 	}
 	res, err = c.EnqueueMany(ctx, params)
 	must(t, err)
-	if res.Inserted != 7000 || len(res.Duplicates) != 3000 {
-		t.Fatalf("inserted %d with %d duplicates, want 7000 and 3000", res.Inserted, len(res.Duplicates))
+	if res.Enqueued != 7000 || len(res.Duplicates) != 3000 {
+		t.Fatalf("inserted %d with %d duplicates, want 7000 and 3000", res.Enqueued, len(res.Duplicates))
 	}
 	for _, i := range res.Duplicates {
 		if !want[i] {
@@ -262,14 +262,14 @@ func TestUniqueEnqueueMany(t *testing.T) {
 	}
 
 	// A small batch (one statement) reports the same way.
-	res, err = c.EnqueueMany(ctx, []pgqueue.EnqueueParams{
+	res, err = c.EnqueueMany(ctx, []pgqueue.EnqueueManyParams{
 		{Args: chargeArgs{Order: 100000}, Opts: u},
 		{Args: chargeArgs{Order: 0}, Opts: u}, // in the table
 		{Args: chargeArgs{Order: 100000}, Opts: u},
 		{Args: chargeArgs{Order: 100001}},
 	})
 	must(t, err)
-	if res.Inserted != 2 || fmt.Sprint(res.Duplicates) != "[1 2]" {
+	if res.Enqueued != 2 || fmt.Sprint(res.Duplicates) != "[1 2]" {
 		t.Fatalf("small batch: %+v, want 2 inserted and duplicates [1 2]", res)
 	}
 }
@@ -317,7 +317,7 @@ func uniqueChild(ctx context.Context, pool *pgxpool.Pool) error {
 		go func() {
 			defer wg.Done()
 			for range tries {
-				if _, err := c.Enqueue(ctx, chargeArgs{Order: 42}, &pgqueue.InsertOpts{Unique: &pgqueue.UniqueOpts{ByArgs: true}}); err != nil {
+				if _, err := c.Enqueue(ctx, chargeArgs{Order: 42}, &pgqueue.EnqueueOpts{Unique: &pgqueue.UniqueOpts{ByArgs: true}}); err != nil {
 					errs <- err
 					return
 				}

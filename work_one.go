@@ -22,7 +22,7 @@ func init() {
 // written. It is pgqueuetest.WorkJob: a client need not be started, and
 // no heartbeat renews the lease, so the job should end within
 // Config.JobLease.
-func (c *Client) workOne(ctx context.Context, id int64) (JobResult, error, error) {
+func (c *Client) workOne(ctx context.Context, id int64) (Outcome, error, error) {
 	cfg := c.config
 	rows, err := c.pool.Query(ctx, c.q.claimID, id, cfg.JobLease.Microseconds(), cfg.ID)
 	if err != nil {
@@ -41,11 +41,11 @@ func (c *Client) workOne(ctx context.Context, id int64) (JobResult, error, error
 	// keeps it for the caller.
 	var (
 		mu     sync.Mutex
-		result JobResult
+		result Outcome
 	)
 	obs := *cfg.Observer
-	recorded := obs.Recorded
-	obs.Recorded = func(job *JobRow, r JobResult) {
+	recorded := obs.ResultRecorded
+	obs.ResultRecorded = func(job *JobRow, r Outcome) {
 		mu.Lock()
 		result = r
 		mu.Unlock()

@@ -29,7 +29,7 @@ func TestWorkResult(t *testing.T) {
 			return nil
 		}, nil))
 		b := startClient(t, pool, ws, nil)
-		row, err := b.client.Enqueue(ctx, noteArgs{}, &pgqueue.InsertOpts{MaxAttempts: 1})
+		row, err := b.client.Enqueue(ctx, noteArgs{}, &pgqueue.EnqueueOpts{MaxAttempts: 1})
 		must(t, err)
 		s := waitState(t, pool, row.ID, "completed")
 		if runs.Load() != 2 || s.attempt != 1 || len(s.errors) != 0 {

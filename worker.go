@@ -70,8 +70,8 @@ func NewWorkers() *Workers {
 }
 
 // AddWorker registers w for the kind T's zero value names. opts may be nil.
-// It returns ErrDuplicateWorker when the kind already has a worker,
-// ErrInvalidKind when the kind is empty and ErrInvalidOption when
+// It returns ErrInvalid when the kind already has a worker,
+// ErrInvalid when the kind is empty and ErrInvalid when
 // opts.Middleware holds a nil.
 func AddWorker[T JobArgs](ws *Workers, w Worker[T], opts *WorkerOpts) error {
 	var zero T
@@ -80,18 +80,18 @@ func AddWorker[T JobArgs](ws *Workers, w Worker[T], opts *WorkerOpts) error {
 		return err
 	}
 	if isNilValue(w) {
-		return fmt.Errorf("%w: kind %q: nil worker", ErrInvalidOption, kind)
+		return fmt.Errorf("%w option: kind %q: nil worker", ErrInvalid, kind)
 	}
 	if opts == nil {
 		opts = &WorkerOpts{}
 	}
 	if slices.Contains(opts.Middleware, nil) {
-		return fmt.Errorf("%w: kind %q: nil middleware", ErrInvalidOption, kind)
+		return fmt.Errorf("%w option: kind %q: nil middleware", ErrInvalid, kind)
 	}
 	ws.mu.Lock()
 	defer ws.mu.Unlock()
 	if _, ok := ws.byKind[kind]; ok {
-		return fmt.Errorf("%w: %q", ErrDuplicateWorker, kind)
+		return fmt.Errorf("%w worker: kind already registered: %q", ErrInvalid, kind)
 	}
 	ws.byKind[kind] = &registeredWorker{
 		timeout:    opts.Timeout,
@@ -101,7 +101,7 @@ func AddWorker[T JobArgs](ws *Workers, w Worker[T], opts *WorkerOpts) error {
 		decode: func(row *JobRow) (any, error) {
 			job, err := decodeArgs[T](row)
 			if err != nil {
-				return nil, fmt.Errorf("%w: decode args of %s job %d: %w", ErrInvalidArgs, kind, row.ID, err)
+				return nil, fmt.Errorf("%w job args: decode args of %s job %d: %w", ErrInvalid, kind, row.ID, err)
 			}
 			return job, nil
 		},
@@ -119,7 +119,7 @@ func AddWorker[T JobArgs](ws *Workers, w Worker[T], opts *WorkerOpts) error {
 func AddWorkerFunc[T JobArgs](ws *Workers, fn func(ctx context.Context, job *Job[T]) error, opts *WorkerOpts) error {
 	if fn == nil {
 		var zero T
-		return fmt.Errorf("%w: kind %q: nil worker func", ErrInvalidOption, zero.Kind())
+		return fmt.Errorf("%w option: kind %q: nil worker func", ErrInvalid, zero.Kind())
 	}
 	return AddWorker[T](ws, WorkFunc[T](fn), opts)
 }

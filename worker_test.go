@@ -25,11 +25,11 @@ func TestWorkers(t *testing.T) {
 		t.Parallel()
 		ws := pgqueue.NewWorkers()
 		must(t, pgqueue.AddWorkerFunc(ws, noop, nil))
-		if err := pgqueue.AddWorkerFunc(ws, noop, nil); !errors.Is(err, pgqueue.ErrDuplicateWorker) {
-			t.Fatalf("second AddWorkerFunc: err = %v, want ErrDuplicateWorker", err)
+		if err := pgqueue.AddWorkerFunc(ws, noop, nil); !errors.Is(err, pgqueue.ErrInvalid) {
+			t.Fatalf("second AddWorkerFunc: err = %v, want ErrInvalid", err)
 		}
-		if err := pgqueue.AddWorker[noteArgs](ws, pgqueue.WorkFunc[noteArgs](noop), &pgqueue.WorkerOpts{Timeout: time.Second}); !errors.Is(err, pgqueue.ErrDuplicateWorker) {
-			t.Fatalf("AddWorker: err = %v, want ErrDuplicateWorker", err)
+		if err := pgqueue.AddWorker[noteArgs](ws, pgqueue.WorkFunc[noteArgs](noop), &pgqueue.WorkerOpts{Timeout: time.Second}); !errors.Is(err, pgqueue.ErrInvalid) {
+			t.Fatalf("AddWorker: err = %v, want ErrInvalid", err)
 		}
 		// Another kind is welcome.
 		must(t, pgqueue.AddWorkerFunc(ws, func(ctx context.Context, job *pgqueue.Job[emailArgs]) error { return nil }, nil))
@@ -38,11 +38,11 @@ func TestWorkers(t *testing.T) {
 	t.Run("AddWorkerRefusesInvalidKind", func(t *testing.T) {
 		t.Parallel()
 		ws := pgqueue.NewWorkers()
-		if err := pgqueue.AddWorkerFunc(ws, func(ctx context.Context, job *pgqueue.Job[emptyKindArgs]) error { return nil }, nil); !errors.Is(err, pgqueue.ErrInvalidKind) {
-			t.Fatalf("empty kind: err = %v, want ErrInvalidKind", err)
+		if err := pgqueue.AddWorkerFunc(ws, func(ctx context.Context, job *pgqueue.Job[emptyKindArgs]) error { return nil }, nil); !errors.Is(err, pgqueue.ErrInvalid) {
+			t.Fatalf("empty kind: err = %v, want ErrInvalid", err)
 		}
-		if err := pgqueue.AddWorkerFunc(ws, func(ctx context.Context, job *pgqueue.Job[longKindArgs]) error { return nil }, nil); !errors.Is(err, pgqueue.ErrInvalidKind) {
-			t.Fatalf("kind of 256 bytes: err = %v, want ErrInvalidKind", err)
+		if err := pgqueue.AddWorkerFunc(ws, func(ctx context.Context, job *pgqueue.Job[longKindArgs]) error { return nil }, nil); !errors.Is(err, pgqueue.ErrInvalid) {
+			t.Fatalf("kind of 256 bytes: err = %v, want ErrInvalid", err)
 		}
 	})
 

@@ -220,7 +220,7 @@ func newFaultEnv(t *testing.T, jobs int) *faultEnv {
 	}
 	t.Cleanup(e.db.Close)
 
-	if _, err := pgqueue.Migrate(ctx, e.db, ""); err != nil {
+	if _, err := pgqueue.Migrate(ctx, e.db, pgqueue.DefaultSchema); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := e.db.Exec(ctx, faultSchema); err != nil {
@@ -231,12 +231,12 @@ func newFaultEnv(t *testing.T, jobs int) *faultEnv {
 		t.Fatal(err)
 	}
 	if e.jobs > 0 {
-		params := make([]pgqueue.EnqueueParams, e.jobs)
+		params := make([]pgqueue.EnqueueManyParams, e.jobs)
 		for i := range params {
-			params[i] = pgqueue.EnqueueParams{Args: faultEffectArgs{N: i}}
+			params[i] = pgqueue.EnqueueManyParams{Args: faultEffectArgs{N: i}}
 		}
 		res, err := client.EnqueueMany(ctx, params)
-		if err != nil || res.Inserted != int64(e.jobs) {
+		if err != nil || res.Enqueued != int64(e.jobs) {
 			t.Fatalf("enqueue %d jobs: inserted %+v, %v", e.jobs, res, err)
 		}
 	}

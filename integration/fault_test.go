@@ -372,17 +372,17 @@ func TestFaultPausedWorkerRefusedByFence(t *testing.T) {
 		// The other's are failures and snoozes: finish.sql.
 		{"fenced-b", []string{"tx-checked", "tx-checked", "tx", "tx", "fail", "fail", "snooze", "snooze"}},
 	}
-	var params []pgqueue.EnqueueParams
+	var params []pgqueue.EnqueueManyParams
 	for _, q := range queues {
 		for _, m := range q.modes {
-			params = append(params, pgqueue.EnqueueParams{Args: faultEffectArgs{N: len(params), Mode: m}, Opts: &pgqueue.InsertOpts{Queue: q.queue}})
+			params = append(params, pgqueue.EnqueueManyParams{Args: faultEffectArgs{N: len(params), Mode: m}, Opts: &pgqueue.EnqueueOpts{Queue: q.queue}})
 		}
 	}
 	client, err := pgqueue.New(e.db, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res, err := client.EnqueueMany(ctx, params); err != nil || res.Inserted != int64(len(params)) {
+	if res, err := client.EnqueueMany(ctx, params); err != nil || res.Enqueued != int64(len(params)) {
 		t.Fatalf("enqueue: %+v, %v", res, err)
 	}
 	e.jobs = len(params)

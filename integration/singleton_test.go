@@ -326,10 +326,10 @@ func runSingletonScenario(t *testing.T, mode string) {
 	// always waiting until the paused process is back.
 	var jobs atomic.Int64
 	enqueue := func(ctx context.Context, n int) error {
-		params := make([]pgqueue.EnqueueParams, n)
+		params := make([]pgqueue.EnqueueManyParams, n)
 		for i := range params {
 			key := fmt.Sprintf("key%d", (int(jobs.Load())+i)%keys)
-			params[i] = pgqueue.EnqueueParams{Args: lockSpanArgs{Key: key, N: int(jobs.Load()) + i}, Opts: &pgqueue.InsertOpts{SingletonKey: key}}
+			params[i] = pgqueue.EnqueueManyParams{Args: lockSpanArgs{Key: key, N: int(jobs.Load()) + i}, Opts: &pgqueue.EnqueueOpts{SingletonKey: key}}
 		}
 		if _, err := client.EnqueueMany(ctx, params); err != nil {
 			return err

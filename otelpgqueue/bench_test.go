@@ -47,7 +47,7 @@ func BenchmarkPerJob(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
 				_ = mw.Work(ctx, job, next)
-				obs.Recorded(job, pgqueue.ResultCompleted)
+				obs.ResultRecorded(job, pgqueue.OutcomeCompleted)
 			}
 		})
 	}

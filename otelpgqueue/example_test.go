@@ -33,7 +33,7 @@ func ExampleInstrumentation_Install() {
 	if err := inst.Install(cfg); err != nil {
 		panic(err)
 	}
-	fmt.Println(len(cfg.InsertMiddleware), len(cfg.WorkMiddleware), cfg.Observer != nil)
+	fmt.Println(len(cfg.EnqueueMiddleware), len(cfg.WorkMiddleware), cfg.Observer != nil)
 	// client, err := pgqueue.New(pool, cfg) ...
 
 	srv := httptest.NewServer(metrics) // http.Handle("/metrics", metrics)

@@ -134,12 +134,12 @@ type jobOpts struct {
 
 // resultKinds are the results Observer.Recorded counts, in the order of
 // Instrumentation.results.
-var resultKinds = [...]pgqueue.JobResult{pgqueue.ResultCompleted, pgqueue.ResultRetried, pgqueue.ResultDiscarded,
-	pgqueue.ResultCancelled, pgqueue.ResultSnoozed, pgqueue.ResultReleased}
+var resultKinds = [...]pgqueue.Outcome{pgqueue.OutcomeCompleted, pgqueue.OutcomeRetried, pgqueue.OutcomeDiscarded,
+	pgqueue.OutcomeCancelled, pgqueue.OutcomeSnoozed, pgqueue.OutcomeReleased}
 
 // resultIndex is r's place in resultKinds; any other result counts as
 // released.
-func resultIndex(r pgqueue.JobResult) int {
+func resultIndex(r pgqueue.Outcome) int {
 	for i, k := range resultKinds {
 		if k == r {
 			return i
@@ -150,7 +150,7 @@ func resultIndex(r pgqueue.JobResult) int {
 
 // outcomes are the values of the outcome label.
 var outcomes = []pgqueue.Outcome{pgqueue.OutcomeCompleted, pgqueue.OutcomeFailed, pgqueue.OutcomeSnoozed,
-	pgqueue.OutcomeCancelled, pgqueue.OutcomeStopped, pgqueue.OutcomeLost}
+	pgqueue.OutcomeCancelled, pgqueue.OutcomeReleased, pgqueue.OutcomeLost}
 
 // sizeBuckets suit claims and result batches: 1 up to a few thousand.
 var sizeBuckets = []float64{1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000}
@@ -275,7 +275,7 @@ func (in *Instrumentation) Install(cfg *pgqueue.Config) error {
 	if cfg.Observer != nil {
 		return ErrObserverSet
 	}
-	cfg.InsertMiddleware = append([]pgqueue.InsertMiddleware{in.InsertMiddleware()}, cfg.InsertMiddleware...)
+	cfg.EnqueueMiddleware = append([]pgqueue.EnqueueMiddleware{in.InsertMiddleware()}, cfg.EnqueueMiddleware...)
 	cfg.WorkMiddleware = append([]pgqueue.WorkMiddleware{in.WorkMiddleware()}, cfg.WorkMiddleware...)
 	cfg.Observer = in.Observer()
 	return nil
@@ -356,11 +356,11 @@ var producer = trace.WithSpanKind(trace.SpanKindProducer)
 // wraps each insert under a sampled span (or chosen at SpanRatio) in a
 // producer span whose trace context, when sampled, it stores in every
 // job's meta under MetaKey.
-func (in *Instrumentation) InsertMiddleware() pgqueue.InsertMiddleware {
-	return pgqueue.InsertMiddlewareFunc(in.insert)
+func (in *Instrumentation) InsertMiddleware() pgqueue.EnqueueMiddleware {
+	return pgqueue.EnqueueMiddlewareFunc(in.insert)
 }
 
-func (in *Instrumentation) insert(ctx context.Context, jobs []*pgqueue.InsertParams, next func(context.Context) (*pgqueue.InsertResult, error)) error {
+func (in *Instrumentation) insert(ctx context.Context, jobs []*pgqueue.EnqueueParams, next func(context.Context) (*pgqueue.EnqueuedJobs, error)) error {
 	if in.tracer == nil || !in.offerInsert(ctx) {
 		res, err := next(ctx)
 		if err == nil {
@@ -408,7 +408,7 @@ func (in *Instrumentation) insert(ctx context.Context, jobs []*pgqueue.InsertPar
 }
 
 // countEnqueued counts the jobs an insert wrote: all but the duplicates.
-func (in *Instrumentation) countEnqueued(ctx context.Context, jobs []*pgqueue.InsertParams, res *pgqueue.InsertResult) {
+func (in *Instrumentation) countEnqueued(ctx context.Context, jobs []*pgqueue.EnqueueParams, res *pgqueue.EnqueuedJobs) {
 	dup := res.Duplicates
 	for i, j := range jobs {
 		if len(dup) > 0 && dup[0] == i {
@@ -654,12 +654,12 @@ func (in *Instrumentation) Observer() *pgqueue.Observer {
 		Claimed: func(queue string, n int) {
 			in.claimSize.Record(ctx, int64(n), in.opt(labels{queue: queue}).rec...)
 		},
-		Written: func(n int) { in.writeSize.Record(ctx, int64(n)) },
-		Recorded: func(job *pgqueue.JobRow, r pgqueue.JobResult) {
+		BatchWritten: func(n int) { in.writeSize.Record(ctx, int64(n)) },
+		ResultRecorded: func(job *pgqueue.JobRow, r pgqueue.Outcome) {
 			in.jobOpts(job.Queue, job.Kind).results[resultIndex(r)].Add(1)
 		},
-		Refused: func(job *pgqueue.JobRow, write string) {
-			in.refused.Add(ctx, 1, in.opt(labels{queue: job.Queue, kind: job.Kind, k3: "write", v3: write}).add...)
+		WriteRefused: func(job *pgqueue.JobRow, write pgqueue.FencedWrite) {
+			in.refused.Add(ctx, 1, in.opt(labels{queue: job.Queue, kind: job.Kind, k3: "write", v3: string(write)}).add...)
 		},
 		Rescued: func(j pgqueue.RescuedJob) {
 			in.rescued.Add(ctx, 1, in.opt(labels{queue: j.Queue, kind: j.Kind, k3: "state", v3: string(j.State)}).add...)

@@ -170,7 +170,7 @@ func TestMetricsAndTraces(t *testing.T) {
 	// The request that enqueues, in a span of its own.
 	reqCtx, req := tp.Tracer("test").Start(ctx, "request")
 	for _, mode := range []string{"ok", "ok", "ok", "fail", "cancel", "snooze"} {
-		opts := &pgqueue.InsertOpts{}
+		opts := &pgqueue.EnqueueOpts{}
 		if mode == "fail" {
 			opts.MaxAttempts = 2
 		}
@@ -179,7 +179,7 @@ func TestMetricsAndTraces(t *testing.T) {
 		}
 	}
 	// A unique duplicate is not counted; a job due later is gauged.
-	unique := &pgqueue.InsertOpts{Queue: "later", RunAt: time.Now().Add(time.Hour), Unique: &pgqueue.UniqueOpts{ByArgs: true}}
+	unique := &pgqueue.EnqueueOpts{Queue: "later", RunAt: time.Now().Add(time.Hour), Unique: &pgqueue.UniqueOpts{ByArgs: true}}
 	for range 2 {
 		if _, err := client.Enqueue(reqCtx, taskArgs{Mode: "ok"}, unique); err != nil {
 			t.Fatal(err)
@@ -284,7 +284,7 @@ func TestRescuedAndRefused(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	stuck, err := dead.Enqueue(ctx, taskArgs{}, &pgqueue.InsertOpts{Queue: "stuck"})
+	stuck, err := dead.Enqueue(ctx, taskArgs{}, &pgqueue.EnqueueOpts{Queue: "stuck"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -106,7 +106,7 @@ func TestWorkerkitServesPrometheus(t *testing.T) {
 		}
 	}
 	// A job due in an hour keeps its queue in the leader's counts.
-	if _, err := enq.Enqueue(ctx, taskArgs{Mode: "untraced"}, &pgqueue.InsertOpts{Queue: "later", RunAt: time.Now().Add(time.Hour)}); err != nil {
+	if _, err := enq.Enqueue(ctx, taskArgs{Mode: "untraced"}, &pgqueue.EnqueueOpts{Queue: "later", RunAt: time.Now().Add(time.Hour)}); err != nil {
 		t.Fatal(err)
 	}
 

@@ -24,8 +24,8 @@ func TestNew(t *testing.T) {
 		pool := newPool(t)
 		for _, schema := range []string{"Upper", "1st", "with-dash", "a.b"} {
 			_, err := pglock.New(pool, &pglock.Config{Schema: schema})
-			if !errors.Is(err, pglock.ErrInvalidSchema) || !errors.Is(err, pgqueue.ErrInvalidSchema) {
-				t.Errorf("schema %q: %v, want ErrInvalidSchema (pgqueue's too)", schema, err)
+			if !errors.Is(err, pglock.ErrInvalidSchema) || !errors.Is(err, pgqueue.ErrInvalid) {
+				t.Errorf("schema %q: %v, want ErrInvalidSchema (and pgqueue.ErrInvalid)", schema, err)
 			}
 		}
 	})

@@ -27,7 +27,7 @@ func Main(m *testing.M, setup func(ctx context.Context, connString string) error
 		if err != nil {
 			return err
 		}
-		_, err = pgqueue.Migrate(ctx, pool, "")
+		_, err = pgqueue.Migrate(ctx, pool, pgqueue.DefaultSchema)
 		pool.Close()
 		if err != nil || setup == nil {
 			return err

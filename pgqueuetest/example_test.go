@@ -34,7 +34,7 @@ func signUp(ctx context.Context, pool *pgxpool.Pool, client *pgqueue.Client, use
 	defer tx.Rollback(ctx)
 	// ... INSERT INTO users ...
 	_, err = client.EnqueueTx(ctx, tx, welcomeArgs{UserID: userID, Locale: "fr"},
-		&pgqueue.InsertOpts{Queue: "email", RunAt: time.Now().Add(10 * time.Minute)})
+		&pgqueue.EnqueueOpts{Queue: "email", RunAt: time.Now().Add(10 * time.Minute)})
 	if err != nil {
 		return err
 	}
@@ -78,11 +78,11 @@ func testWelcomeHandler(t *testing.T) {
 	}
 	// The real handler, claim and result write; no client started.
 	r := pgqueuetest.Work(ctx, t, client, welcomeArgs{UserID: 42, Locale: "fr"}, nil)
-	if r.Result != pgqueue.ResultCompleted || string(r.Job.Output) != `{"sent_to": 42}` {
+	if r.Result != pgqueue.OutcomeCompleted || string(r.Job.Output) != `{"sent_to": 42}` {
 		t.Fatalf("got %s, output %s", r.Result, r.Job.Output)
 	}
 	r = pgqueuetest.Work(ctx, t, client, welcomeArgs{UserID: 43}, nil)
-	if r.Result != pgqueue.ResultRetried || !errors.Is(r.Err, errMailRefused) {
+	if r.Result != pgqueue.OutcomeRetried || !errors.Is(r.Err, errMailRefused) {
 		t.Fatalf("got %s, %v", r.Result, r.Err)
 	}
 }

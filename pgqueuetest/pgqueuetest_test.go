@@ -79,11 +79,11 @@ func TestRequireEnqueued(t *testing.T) {
 	at := time.Now().Add(time.Hour).Truncate(time.Microsecond)
 	for _, e := range []struct {
 		args orderArgs
-		opts *pgqueue.InsertOpts
+		opts *pgqueue.EnqueueOpts
 	}{
 		{orderArgs{Customer: 1, Item: "tea"}, nil},
-		{orderArgs{Customer: 2, Item: "tea"}, &pgqueue.InsertOpts{Queue: "slow", Priority: 3, RunAt: at, MaxAttempts: 4, Tags: []string{"vip", "eu"}}},
-		{orderArgs{Customer: 2, Item: "cake"}, &pgqueue.InsertOpts{Unique: &pgqueue.UniqueOpts{ByArgs: true}}},
+		{orderArgs{Customer: 2, Item: "tea"}, &pgqueue.EnqueueOpts{Queue: "slow", Priority: 3, RunAt: at, MaxAttempts: 4, Tags: []string{"vip", "eu"}}},
+		{orderArgs{Customer: 2, Item: "cake"}, &pgqueue.EnqueueOpts{Unique: &pgqueue.UniqueOpts{ByArgs: true}}},
 	} {
 		if _, err := client.Enqueue(ctx, e.args, e.opts); err != nil {
 			t.Fatal(err)
@@ -200,57 +200,57 @@ func TestWorkJob(t *testing.T) {
 	}
 
 	t.Run("Completed", func(t *testing.T) {
-		r := pgqueuetest.Work(ctx, t, client, orderArgs{Item: "tea"}, &pgqueue.InsertOpts{Queue: "nobody-works-it", RunAt: time.Now().Add(time.Hour)})
-		if r.Result != pgqueue.ResultCompleted || r.Err != nil || r.Job.State != pgqueue.StateCompleted || string(r.Job.Output) != `{"shipped": "tea"}` {
+		r := pgqueuetest.Work(ctx, t, client, orderArgs{Item: "tea"}, &pgqueue.EnqueueOpts{Queue: "nobody-works-it", RunAt: time.Now().Add(time.Hour)})
+		if r.Result != pgqueue.OutcomeCompleted || r.Err != nil || r.Job.State != pgqueue.StateCompleted || string(r.Job.Output) != `{"shipped": "tea"}` {
 			t.Errorf("got %s, %v, %s, output %s", r.Result, r.Err, r.Job.State, r.Job.Output)
 		}
 	})
 	t.Run("RetriedWithItsError", func(t *testing.T) {
 		r := pgqueuetest.Work(ctx, t, client, orderArgs{Mode: "fail"}, nil)
-		if r.Result != pgqueue.ResultRetried || !errors.Is(r.Err, errBoom) || r.Job.State != pgqueue.StateScheduled ||
+		if r.Result != pgqueue.OutcomeRetried || !errors.Is(r.Err, errBoom) || r.Job.State != pgqueue.StateScheduled ||
 			len(r.Job.Errors) != 1 || r.Job.Errors[0].Error != "charge: boom" || time.Until(r.Job.RunAt) < 30*time.Second {
 			t.Errorf("got %s, %v, %s, %+v, run at %s", r.Result, r.Err, r.Job.State, r.Job.Errors, r.Job.RunAt)
 		}
 		// The next attempt runs at once when asked, and the last discards.
 		r = pgqueuetest.WorkJob(ctx, t, client, r.Job.ID)
-		if r.Result != pgqueue.ResultRetried || r.Job.Attempt != 2 {
+		if r.Result != pgqueue.OutcomeRetried || r.Job.Attempt != 2 {
 			t.Errorf("second attempt: %s, attempt %d", r.Result, r.Job.Attempt)
 		}
 	})
 	t.Run("DiscardedAtMaxAttempts", func(t *testing.T) {
-		r := pgqueuetest.Work(ctx, t, client, orderArgs{Mode: "fail"}, &pgqueue.InsertOpts{MaxAttempts: 1})
-		if r.Result != pgqueue.ResultDiscarded || r.Job.State != pgqueue.StateDiscarded {
+		r := pgqueuetest.Work(ctx, t, client, orderArgs{Mode: "fail"}, &pgqueue.EnqueueOpts{MaxAttempts: 1})
+		if r.Result != pgqueue.OutcomeDiscarded || r.Job.State != pgqueue.StateDiscarded {
 			t.Errorf("got %s, %s", r.Result, r.Job.State)
 		}
 	})
 	t.Run("DiscardedByTheErrorHandler", func(t *testing.T) {
 		r := pgqueuetest.Work(ctx, t, client, orderArgs{Mode: "permanent"}, nil)
-		if r.Result != pgqueue.ResultDiscarded || !errors.Is(r.Err, errPermanent) {
+		if r.Result != pgqueue.OutcomeDiscarded || !errors.Is(r.Err, errPermanent) {
 			t.Errorf("got %s, %v", r.Result, r.Err)
 		}
 	})
 	t.Run("Snoozed", func(t *testing.T) {
 		r := pgqueuetest.Work(ctx, t, client, orderArgs{Mode: "snooze"}, nil)
-		if r.Result != pgqueue.ResultSnoozed || r.Job.State != pgqueue.StateScheduled || r.Job.Attempt != 0 {
+		if r.Result != pgqueue.OutcomeSnoozed || r.Job.State != pgqueue.StateScheduled || r.Job.Attempt != 0 {
 			t.Errorf("got %s, %s, attempt %d", r.Result, r.Job.State, r.Job.Attempt)
 		}
 	})
 	t.Run("Cancelled", func(t *testing.T) {
 		r := pgqueuetest.Work(ctx, t, client, orderArgs{Mode: "cancel"}, nil)
-		if r.Result != pgqueue.ResultCancelled || r.Job.State != pgqueue.StateCancelled {
+		if r.Result != pgqueue.OutcomeCancelled || r.Job.State != pgqueue.StateCancelled {
 			t.Errorf("got %s, %s", r.Result, r.Job.State)
 		}
 	})
 	t.Run("Panicked", func(t *testing.T) {
 		r := pgqueuetest.Work(ctx, t, client, orderArgs{Mode: "panic"}, nil)
 		pe, ok := errors.AsType[*pgqueue.PanicError](r.Err)
-		if r.Result != pgqueue.ResultRetried || !ok || pe.Value != "no tea" || r.Job.Errors[0].Trace == "" {
+		if r.Result != pgqueue.OutcomeRetried || !ok || pe.Value != "no tea" || r.Job.Errors[0].Trace == "" {
 			t.Errorf("got %s, %v, %+v", r.Result, r.Err, r.Job.Errors)
 		}
 	})
 	t.Run("CompleteTx", func(t *testing.T) {
 		r := pgqueuetest.Work(ctx, t, client, orderArgs{Mode: "tx"}, nil)
-		if r.Result != pgqueue.ResultCompleted || r.Err != nil || r.Job.State != pgqueue.StateCompleted {
+		if r.Result != pgqueue.OutcomeCompleted || r.Err != nil || r.Job.State != pgqueue.StateCompleted {
 			t.Errorf("got %s, %v, %s", r.Result, r.Err, r.Job.State)
 		}
 	})
@@ -260,7 +260,7 @@ func TestWorkJob(t *testing.T) {
 			t.Fatal(err)
 		}
 		r := pgqueuetest.WorkJob(ctx, t, client, res.ID)
-		if r.Result != pgqueue.ResultSnoozed || r.Err != nil {
+		if r.Result != pgqueue.OutcomeSnoozed || r.Err != nil {
 			t.Errorf("got %s, %v", r.Result, r.Err)
 		}
 	})

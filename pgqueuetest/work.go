@@ -13,7 +13,7 @@ type WorkResult struct {
 	// Result is what the written result did to the job: completed,
 	// retried, discarded, snoozed, cancelled, or released (the context
 	// ended while it ran).
-	Result pgqueue.JobResult
+	Result pgqueue.Outcome
 	// Err is the error the job's work (the handler inside the client's
 	// work middleware) returned: nil when it completed, a
 	// *pgqueue.PanicError when it panicked, the JobSnooze or JobCancel
@@ -27,7 +27,7 @@ type WorkResult struct {
 // Work enqueues args with opts through client (its insert middleware
 // too), then runs that job at once (see WorkJob). It fails the test if the
 // job cannot be enqueued or run.
-func Work(ctx context.Context, tb testing.TB, client *pgqueue.Client, args pgqueue.JobArgs, opts *pgqueue.InsertOpts) *WorkResult {
+func Work(ctx context.Context, tb testing.TB, client *pgqueue.Client, args pgqueue.JobArgs, opts *pgqueue.EnqueueOpts) *WorkResult {
 	tb.Helper()
 	res, err := client.Enqueue(ctx, args, opts)
 	if err != nil {
@@ -58,5 +58,5 @@ func WorkJob(ctx context.Context, tb testing.TB, client *pgqueue.Client, id int6
 	if err != nil {
 		tb.Fatalf("pgqueuetest: read job %d back: %v", id, err)
 	}
-	return &WorkResult{Result: pgqueue.JobResult(result), Err: workErr, Job: job}
+	return &WorkResult{Result: pgqueue.Outcome(result), Err: workErr, Job: job}
 }

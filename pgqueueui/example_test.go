@@ -23,7 +23,7 @@ func ExampleNew() {
 	if err != nil {
 		panic(err)
 	}
-	if _, err := client.Enqueue(context.Background(), emailArgs{To: "ops@example.com"}, &pgqueue.InsertOpts{Queue: "email"}); err != nil {
+	if _, err := client.Enqueue(context.Background(), emailArgs{To: "ops@example.com"}, &pgqueue.EnqueueOpts{Queue: "email"}); err != nil {
 		panic(err)
 	}
 

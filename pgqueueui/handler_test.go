@@ -142,7 +142,7 @@ func htmlUnescape(s string) string {
 	return strings.NewReplacer("&#34;", `"`, "&quot;", `"`, "&lt;", "<", "&gt;", ">", "&#39;", "'", "&amp;", "&").Replace(s)
 }
 
-func (e *env) enqueue(args pgqueue.JobArgs, opts *pgqueue.InsertOpts) int64 {
+func (e *env) enqueue(args pgqueue.JobArgs, opts *pgqueue.EnqueueOpts) int64 {
 	e.t.Helper()
 	res, err := e.client.Enqueue(context.Background(), args, opts)
 	if err != nil {
@@ -181,10 +181,10 @@ func mustNotContain(t *testing.T, what, body string, subs ...string) {
 func TestOverview(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, nil)
-	e.enqueue(emailArgs{To: "a@example.com"}, &pgqueue.InsertOpts{Queue: "email"})
-	e.enqueue(emailArgs{To: "b@example.com"}, &pgqueue.InsertOpts{Queue: "email"})
-	e.enqueue(reportArgs{N: 1}, &pgqueue.InsertOpts{Queue: "reports", RunAt: time.Now().Add(time.Hour)})
-	done := e.enqueue(reportArgs{N: 2}, &pgqueue.InsertOpts{Queue: "reports"})
+	e.enqueue(emailArgs{To: "a@example.com"}, &pgqueue.EnqueueOpts{Queue: "email"})
+	e.enqueue(emailArgs{To: "b@example.com"}, &pgqueue.EnqueueOpts{Queue: "email"})
+	e.enqueue(reportArgs{N: 1}, &pgqueue.EnqueueOpts{Queue: "reports", RunAt: time.Now().Add(time.Hour)})
+	done := e.enqueue(reportArgs{N: 2}, &pgqueue.EnqueueOpts{Queue: "reports"})
 	if _, err := e.client.JobCancel(t.Context(), done); err != nil {
 		t.Fatal(err)
 	}
@@ -233,8 +233,8 @@ func TestOverviewShowsLeader(t *testing.T) {
 	worker, err := pgqueue.New(e.pool, &pgqueue.Config{
 		Queues: map[string]pgqueue.QueueConfig{"reports": {MaxWorkers: 1}}, Workers: workers,
 		PeriodicJobs: []*pgqueue.PeriodicJob{pgqueue.NewPeriodicJob("nightly <report>", pgqueue.EverySchedule(time.Hour),
-			func() (pgqueue.JobArgs, *pgqueue.InsertOpts) {
-				return reportArgs{N: 9}, &pgqueue.InsertOpts{Queue: "reports"}
+			func() (pgqueue.JobArgs, *pgqueue.EnqueueOpts) {
+				return reportArgs{N: 9}, &pgqueue.EnqueueOpts{Queue: "reports"}
 			},
 			&pgqueue.PeriodicJobOpts{RunOnStart: true})},
 	})
@@ -304,9 +304,9 @@ func TestLocksPage(t *testing.T) {
 func TestJobsFilters(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, nil)
-	a := e.enqueue(emailArgs{To: "alice@example.com"}, &pgqueue.InsertOpts{Queue: "email", Tags: []string{"urgent", "vip"}})
-	b := e.enqueue(emailArgs{To: "bob@example.com"}, &pgqueue.InsertOpts{Queue: "email", Tags: []string{"urgent"}})
-	c := e.enqueue(reportArgs{N: 7}, &pgqueue.InsertOpts{Queue: "reports"})
+	a := e.enqueue(emailArgs{To: "alice@example.com"}, &pgqueue.EnqueueOpts{Queue: "email", Tags: []string{"urgent", "vip"}})
+	b := e.enqueue(emailArgs{To: "bob@example.com"}, &pgqueue.EnqueueOpts{Queue: "email", Tags: []string{"urgent"}})
+	c := e.enqueue(reportArgs{N: 7}, &pgqueue.EnqueueOpts{Queue: "reports"})
 	if _, err := e.client.JobCancel(t.Context(), c); err != nil {
 		t.Fatal(err)
 	}
@@ -353,9 +353,9 @@ func TestJobsFilters(t *testing.T) {
 func TestJobsPaging(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, nil)
-	params := make([]pgqueue.EnqueueParams, 120)
+	params := make([]pgqueue.EnqueueManyParams, 120)
 	for i := range params {
-		params[i] = pgqueue.EnqueueParams{Args: reportArgs{N: i}}
+		params[i] = pgqueue.EnqueueManyParams{Args: reportArgs{N: i}}
 	}
 	if _, err := e.client.EnqueueMany(t.Context(), params); err != nil {
 		t.Fatal(err)
@@ -402,7 +402,7 @@ func TestJobPage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := worker.Enqueue(t.Context(), reportArgs{N: 3}, &pgqueue.InsertOpts{Queue: "reports", Tags: []string{"t1"}, Meta: map[string]any{"by": "test"}})
+	res, err := worker.Enqueue(t.Context(), reportArgs{N: 3}, &pgqueue.EnqueueOpts{Queue: "reports", Tags: []string{"t1"}, Meta: map[string]any{"by": "test"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -430,7 +430,7 @@ func TestJobPage(t *testing.T) {
 func TestActions(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, nil)
-	id := e.enqueue(emailArgs{To: "x"}, &pgqueue.InsertOpts{Queue: "email"})
+	id := e.enqueue(emailArgs{To: "x"}, &pgqueue.EnqueueOpts{Queue: "email"})
 	jobPath := fmt.Sprintf("/jobs/%d", id)
 
 	// Cancel: confirmation page, then POST.
@@ -587,7 +587,7 @@ func TestReadOnly(t *testing.T) {
 	t.Parallel()
 	secret := []byte(strings.Repeat("k", 32))
 	e := newEnv(t, &pgqueueui.Options{ReadOnly: true, Secret: secret})
-	id := e.enqueue(emailArgs{To: "x"}, &pgqueue.InsertOpts{Queue: "email"})
+	id := e.enqueue(emailArgs{To: "x"}, &pgqueue.EnqueueOpts{Queue: "email"})
 
 	_, body := e.get("/")
 	mustContain(t, "overview", body, `id="read-only"`, `<tr data-queue="email">`)
@@ -631,7 +631,7 @@ func TestReadOnly(t *testing.T) {
 func TestHostileDataEscaped(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, nil)
-	id := e.enqueue(emailArgs{To: hostileImg, Body: hostileScript}, &pgqueue.InsertOpts{Tags: []string{`"><img src=x onerror=alert(1)>`}})
+	id := e.enqueue(emailArgs{To: hostileImg, Body: hostileScript}, &pgqueue.EnqueueOpts{Tags: []string{`"><img src=x onerror=alert(1)>`}})
 	for _, p := range []string{"/jobs", fmt.Sprintf("/jobs/%d", id), "/jobs?tag=" + url.QueryEscape(`"><img src=x onerror=alert(1)>`),
 		"/jobs?args=" + url.QueryEscape(`{"body":"`+strings.ReplaceAll(hostileScript, `"`, `\"`)+`"}`)} {
 		status, body := e.get(p)
@@ -650,7 +650,7 @@ func TestHostileDataEscaped(t *testing.T) {
 func TestPrefix(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, &pgqueueui.Options{Prefix: "/admin/queue"})
-	id := e.enqueue(emailArgs{To: "x"}, &pgqueue.InsertOpts{Queue: "email"})
+	id := e.enqueue(emailArgs{To: "x"}, &pgqueue.EnqueueOpts{Queue: "email"})
 
 	status, body := e.get("/")
 	if status != http.StatusOK {

@@ -220,7 +220,7 @@ func (h *Handler) jobs(w http.ResponseWriter, r *http.Request) {
 	}
 	d.Filtered = f != jobsFilter{}
 	res, err := h.client.JobList(r.Context(), params)
-	if errors.Is(err, pgqueue.ErrInvalidOption) || errors.Is(err, pgqueue.ErrInvalidCursor) {
+	if errors.Is(err, pgqueue.ErrInvalid) {
 		d.Error = err.Error()
 		h.render(w, r, http.StatusBadRequest, "jobs", "Jobs", d)
 		return
@@ -419,7 +419,7 @@ func (h *Handler) queueAction(w http.ResponseWriter, r *http.Request) {
 		err = h.client.QueueResume(r.Context(), name)
 	}
 	switch {
-	case errors.Is(err, pgqueue.ErrInvalidQueue):
+	case errors.Is(err, pgqueue.ErrInvalid):
 		h.fail(w, r, http.StatusBadRequest, err.Error())
 	case err != nil:
 		h.fail(w, r, http.StatusInternalServerError, err.Error())

@@ -47,8 +47,8 @@ func Example() {
 				return err
 			}, nil)
 			env.Config.PeriodicJobs = append(env.Config.PeriodicJobs, pgqueue.NewPeriodicJob("nightly-report",
-				pgqueue.EverySchedule(24*time.Hour), func() (pgqueue.JobArgs, *pgqueue.InsertOpts) {
-					return reportArgs{}, &pgqueue.InsertOpts{Queue: "reports"}
+				pgqueue.EverySchedule(24*time.Hour), func() (pgqueue.JobArgs, *pgqueue.EnqueueOpts) {
+					return reportArgs{}, &pgqueue.EnqueueOpts{Queue: "reports"}
 				}, nil))
 			return nil
 		},

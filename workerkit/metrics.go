@@ -72,16 +72,16 @@ func (m *metrics) observer(user *pgqueue.Observer) *pgqueue.Observer {
 			u.Claimed(queue, jobs)
 		}
 	}
-	o.Recorded = func(job *pgqueue.JobRow, result pgqueue.JobResult) {
+	o.ResultRecorded = func(job *pgqueue.JobRow, result pgqueue.Outcome) {
 		add(func() { m.results[[2]string{job.Kind, string(result)}]++ })
-		if u.Recorded != nil {
-			u.Recorded(job, result)
+		if u.ResultRecorded != nil {
+			u.ResultRecorded(job, result)
 		}
 	}
-	o.Refused = func(job *pgqueue.JobRow, write string) {
-		add(func() { m.refused[write]++ })
-		if u.Refused != nil {
-			u.Refused(job, write)
+	o.WriteRefused = func(job *pgqueue.JobRow, write pgqueue.FencedWrite) {
+		add(func() { m.refused[string(write)]++ })
+		if u.WriteRefused != nil {
+			u.WriteRefused(job, write)
 		}
 	}
 	o.Rescued = func(job pgqueue.RescuedJob) {

@@ -224,7 +224,7 @@ func (c *child) waitStatus(path string, status int) string {
 	}
 }
 
-func enqueue(t *testing.T, b *bundle, args pgqueue.JobArgs, opts *pgqueue.InsertOpts) int64 {
+func enqueue(t *testing.T, b *bundle, args pgqueue.JobArgs, opts *pgqueue.EnqueueOpts) int64 {
 	t.Helper()
 	res, err := b.client.Enqueue(t.Context(), args, opts)
 	if err != nil {
@@ -322,7 +322,7 @@ func TestProcess(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
 		// A job waiting in another queue shows in the queue gauges.
-		enqueue(t, b, quickArgs{}, &pgqueue.InsertOpts{Queue: "later", RunAt: time.Now().Add(time.Hour)})
+		enqueue(t, b, quickArgs{}, &pgqueue.EnqueueOpts{Queue: "later", RunAt: time.Now().Add(time.Hour)})
 		c := startChild(t, b.url, "--http-addr", "127.0.0.1:0")
 		id := enqueue(t, b, quickArgs{}, nil)
 		deadline := time.Now().Add(30 * time.Second)

@@ -108,9 +108,9 @@ func TestRunKeepsSetupObserver(t *testing.T) {
 	b := setup(t)
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
-	recorded := make(chan pgqueue.JobResult, 1)
+	recorded := make(chan pgqueue.Outcome, 1)
 	opts := &workerkit.Options{Workers: someWorkers(), Setup: func(ctx context.Context, env *workerkit.Env) error {
-		env.Config.Observer = &pgqueue.Observer{Recorded: func(job *pgqueue.JobRow, result pgqueue.JobResult) {
+		env.Config.Observer = &pgqueue.Observer{ResultRecorded: func(job *pgqueue.JobRow, result pgqueue.Outcome) {
 			select {
 			case recorded <- result:
 			default:
@@ -127,7 +127,7 @@ func TestRunKeepsSetupObserver(t *testing.T) {
 	}
 	select {
 	case r := <-recorded:
-		if r != pgqueue.ResultCompleted {
+		if r != pgqueue.OutcomeCompleted {
 			t.Errorf("result %s", r)
 		}
 	case code := <-done:

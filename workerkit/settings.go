@@ -45,8 +45,8 @@ type Settings struct {
 	// PGQUEUE_ID. Default: pgqueue's (host, pid and a random suffix).
 	ID string
 	// JobLease is the claim lease of a job (pgqueue.Config.JobLease). Flag
-	// --job-lease, environment PGQUEUE_JOB_LEASE. Default
-	// pgqueue.DefaultJobLease.
+	// --job-lease, environment PGQUEUE_JOB_LEASE. Default, or 0: pgqueue's
+	// (30s).
 	JobLease time.Duration
 	// ShutdownTimeout is how long running jobs may take to finish after
 	// the first SIGTERM or SIGINT before they are cancelled and handed
@@ -193,9 +193,6 @@ func (d Settings) withKitDefaults() Settings {
 	if d.Queues == nil {
 		d.Queues, _ = parseQueues(DefaultQueues)
 	}
-	if d.JobLease == 0 {
-		d.JobLease = pgqueue.DefaultJobLease
-	}
 	if d.ShutdownTimeout == 0 {
 		d.ShutdownTimeout = DefaultShutdownTimeout
 	}
@@ -255,7 +252,7 @@ func (s *Settings) check() error {
 		return errors.New("--shutdown-timeout must be positive")
 	case s.ConnectTimeout <= 0:
 		return errors.New("--connect-timeout must be positive")
-	case s.JobLease < time.Second:
+	case s.JobLease != 0 && s.JobLease < time.Second:
 		return errors.New("--job-lease must be at least 1s")
 	}
 	if err := sqlschema.Validate(s.Schema); err != nil {

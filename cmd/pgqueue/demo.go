@@ -236,16 +236,16 @@ func newDemoClient(pool *pgxpool.Pool, schema string, stderr io.Writer) (*pgqueu
 // demoParams returns n jobs: every tenth fails once or twice, every tenth
 // (another one) is scheduled 1-5 s ahead, and every hundredth always fails
 // and has 3 attempts. Queue and priority are drawn at random.
-func demoParams(n int) []pgqueue.EnqueueParams {
+func demoParams(n int) []pgqueue.EnqueueManyParams {
 	queues := make([]string, 0, len(demoQueues))
 	for q := range demoQueues {
 		queues = append(queues, q)
 	}
 	now := time.Now()
-	params := make([]pgqueue.EnqueueParams, n)
+	params := make([]pgqueue.EnqueueManyParams, n)
 	for i := range params {
 		job := demoJob{N: i}
-		opts := &pgqueue.InsertOpts{
+		opts := &pgqueue.EnqueueOpts{
 			Queue:    queues[rand.IntN(len(queues))],
 			Priority: int16(rand.IntN(4)),
 		}
@@ -258,7 +258,7 @@ func demoParams(n int) []pgqueue.EnqueueParams {
 			job.Fail = -1
 			opts.MaxAttempts = 3
 		}
-		params[i] = pgqueue.EnqueueParams{Args: job, Opts: opts}
+		params[i] = pgqueue.EnqueueManyParams{Args: job, Opts: opts}
 	}
 	return params
 }
@@ -275,7 +275,7 @@ func enqueueAndWatch(ctx context.Context, client *pgqueue.Client, pool *pgxpool.
 	if err != nil {
 		return 0, giveUp(ctx, a.timeout, err)
 	}
-	fmt.Fprintf(stdout, "enqueued %d jobs in %s\n", res.Inserted, time.Since(start).Round(time.Millisecond))
+	fmt.Fprintf(stdout, "enqueued %d jobs in %s\n", res.Enqueued, time.Since(start).Round(time.Millisecond))
 
 	tty := isTerminal(stdout)
 	every := time.Second

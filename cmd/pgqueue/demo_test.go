@@ -68,7 +68,7 @@ func TestDemo(t *testing.T) {
 	t.Run("RefusesSchemaWithOtherJobs", func(t *testing.T) {
 		t.Parallel()
 		pool, url := newPool(t)
-		if _, err := pgqueue.Migrate(t.Context(), pool, ""); err != nil {
+		if _, err := pgqueue.Migrate(t.Context(), pool, pgqueue.DefaultSchema); err != nil {
 			t.Fatal(err)
 		}
 		client, err := pgqueue.New(pool, nil)

@@ -44,7 +44,7 @@ func (a rawArgs) MarshalJSON() ([]byte, error) { return a.args, nil }
 func runEnqueue(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	var (
 		f                   readFlags
-		opts                pgqueue.InsertOpts
+		opts                pgqueue.EnqueueOpts
 		priority            int
 		runAt               string
 		in                  time.Duration
@@ -57,7 +57,7 @@ func runEnqueue(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	f.register(fs)
 	fs.StringVar(&queue, "queue", pgqueue.DefaultQueue, "")
 	fs.IntVar(&priority, "priority", 0, "")
-	fs.IntVar(&maxAttempts, "max-attempts", pgqueue.DefaultMaxAttempts, "")
+	fs.IntVar(&maxAttempts, "max-attempts", 0, "") // 0: the library's default
 	fs.StringVar(&runAt, "run-at", "", "")
 	fs.DurationVar(&in, "in", 0, "")
 	fs.Var(&tags, "tag", "")
@@ -77,7 +77,7 @@ func runEnqueue(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		if priority < -32768 || priority > 32767 {
 			return usagef("--priority must fit in a smallint")
 		}
-		if maxAttempts < 1 {
+		if maxAttempts < 0 {
 			return usagef("--max-attempts must be at least 1")
 		}
 		switch {

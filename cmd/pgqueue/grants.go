@@ -34,7 +34,7 @@ func runGrants(_ context.Context, args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return parseFailed("grants", grantsUsage, err, stdout, stderr)
 	}
-	sql, err := pgqueue.Grants(schema, pos[0])
+	sql, err := pgqueue.GrantsSQL(schema, pos[0])
 	if err != nil {
 		return parseFailed("grants", grantsUsage, usagef("%v", err), stdout, stderr)
 	}

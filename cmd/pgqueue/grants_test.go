@@ -15,7 +15,7 @@ func TestGrantsCommand(t *testing.T) {
 	if code := run(context.Background(), []string{"grants", "--schema", "jobs_x", "app"}, &stdout, &stderr); code != exitOK {
 		t.Fatalf("exit %d: %s", code, stderr.String())
 	}
-	want, err := pgqueue.Grants("jobs_x", "app")
+	want, err := pgqueue.GrantsSQL("jobs_x", "app")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -191,7 +191,7 @@ func jobsList(ctx context.Context, args []string, stdout io.Writer) error {
 	}
 	defer pool.Close()
 	res, err := client.JobList(ctx, &a.params)
-	if errors.Is(err, pgqueue.ErrInvalidCursor) {
+	if errors.Is(err, pgqueue.ErrInvalid) {
 		return usagef("--cursor: %v", err)
 	}
 	if err != nil {

@@ -63,13 +63,13 @@ func setupOps(t *testing.T) *opsBundle {
 		t.Fatal(err)
 	}
 	t.Cleanup(b.pool.Close)
-	if _, err := pgqueue.Migrate(ctx, b.pool, ""); err != nil {
+	if _, err := pgqueue.Migrate(ctx, b.pool, pgqueue.DefaultSchema); err != nil {
 		t.Fatal(err)
 	}
 	if b.client, err = pgqueue.New(b.pool, nil); err != nil {
 		t.Fatal(err)
 	}
-	enqueue := func(args pgqueue.JobArgs, opts *pgqueue.InsertOpts) int64 {
+	enqueue := func(args pgqueue.JobArgs, opts *pgqueue.EnqueueOpts) int64 {
 		t.Helper()
 		res, err := b.client.Enqueue(ctx, args, opts)
 		if err != nil {
@@ -103,10 +103,10 @@ func setupOps(t *testing.T) *opsBundle {
 	})
 
 	b.completed = enqueue(opsJob{N: 21}, nil)
-	b.discarded = enqueue(opsFail{}, &pgqueue.InsertOpts{MaxAttempts: 1})
+	b.discarded = enqueue(opsFail{}, &pgqueue.EnqueueOpts{MaxAttempts: 1})
 	b.running = enqueue(opsBlock{}, nil)
-	b.singleton = enqueue(opsBlock{}, &pgqueue.InsertOpts{SingletonKey: "report"})
-	b.scheduled = enqueue(opsJob{N: 1}, &pgqueue.InsertOpts{Queue: "later", RunAt: time.Now().Add(time.Hour), Tags: []string{"nightly"}})
+	b.singleton = enqueue(opsBlock{}, &pgqueue.EnqueueOpts{SingletonKey: "report"})
+	b.scheduled = enqueue(opsJob{N: 1}, &pgqueue.EnqueueOpts{Queue: "later", RunAt: time.Now().Add(time.Hour), Tags: []string{"nightly"}})
 	b.waitState(t, b.completed, pgqueue.StateCompleted)
 	b.waitState(t, b.discarded, pgqueue.StateDiscarded)
 	for range 2 {
@@ -117,7 +117,7 @@ func setupOps(t *testing.T) *opsBundle {
 		}
 	}
 	// Enqueued after the others ran, in a queue nobody works.
-	b.available = enqueue(opsJob{N: 2}, &pgqueue.InsertOpts{Queue: "idle"})
+	b.available = enqueue(opsJob{N: 2}, &pgqueue.EnqueueOpts{Queue: "idle"})
 	return b
 }
 

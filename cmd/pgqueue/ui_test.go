@@ -26,14 +26,14 @@ func TestUIServes(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(pool.Close)
-	if _, err := pgqueue.Migrate(t.Context(), pool, ""); err != nil {
+	if _, err := pgqueue.Migrate(t.Context(), pool, pgqueue.DefaultSchema); err != nil {
 		t.Fatal(err)
 	}
 	client, err := pgqueue.New(pool, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := client.Enqueue(t.Context(), opsJob{N: 1}, &pgqueue.InsertOpts{Queue: "uiq"}); err != nil {
+	if _, err := client.Enqueue(t.Context(), opsJob{N: 1}, &pgqueue.EnqueueOpts{Queue: "uiq"}); err != nil {
 		t.Fatal(err)
 	}
 

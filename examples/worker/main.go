@@ -50,8 +50,8 @@ func (WelcomeEmailArgs) Kind() string { return "welcome_email" }
 
 // InsertOpts puts emails on their own queue wherever they are enqueued
 // from Go, so a slow mail provider never holds up payments.
-func (WelcomeEmailArgs) InsertOpts() pgqueue.InsertOpts {
-	return pgqueue.InsertOpts{Queue: "email", MaxAttempts: 10}
+func (WelcomeEmailArgs) InsertOpts() pgqueue.EnqueueOpts {
+	return pgqueue.EnqueueOpts{Queue: "email", MaxAttempts: 10}
 }
 
 // ChargeOrderArgs charges an order at the payment provider and records
@@ -120,7 +120,7 @@ func (o *options) setup(ctx context.Context, env *workerkit.Env) error {
 	}
 	env.Config.Workers = workers
 	env.Config.PeriodicJobs = append(env.Config.PeriodicJobs, pgqueue.NewPeriodicJob("daily-summary",
-		pgqueue.EverySchedule(o.summaryEvery), func() (pgqueue.JobArgs, *pgqueue.InsertOpts) {
+		pgqueue.EverySchedule(o.summaryEvery), func() (pgqueue.JobArgs, *pgqueue.EnqueueOpts) {
 			return DailySummaryArgs{At: time.Now().UTC().Truncate(time.Second)}, nil
 		}, nil))
 	return nil

@@ -29,7 +29,7 @@ func TestMain(m *testing.M) {
 			return err
 		}
 		defer pool.Close()
-		_, err = pgqueue.Migrate(ctx, pool, "")
+		_, err = pgqueue.Migrate(ctx, pool, pgqueue.DefaultSchema)
 		return err
 	}))
 }
@@ -176,12 +176,12 @@ func TestSurvivesStopAndKill(t *testing.T) {
 	a := startCopy(t, bin, copyURL, outbox)
 	b := startCopy(t, bin, copyURL, outbox)
 
-	params := make([]pgqueue.EnqueueParams, 0, charges+emails)
+	params := make([]pgqueue.EnqueueManyParams, 0, charges+emails)
 	for i := range charges {
-		params = append(params, pgqueue.EnqueueParams{Args: ChargeOrderArgs{OrderID: int64(i + 1), AmountCents: 100}})
+		params = append(params, pgqueue.EnqueueManyParams{Args: ChargeOrderArgs{OrderID: int64(i + 1), AmountCents: 100}})
 	}
 	for i := range emails {
-		params = append(params, pgqueue.EnqueueParams{Args: WelcomeEmailArgs{To: fmt.Sprintf("user%d@example.com", i), Name: "User"}})
+		params = append(params, pgqueue.EnqueueManyParams{Args: WelcomeEmailArgs{To: fmt.Sprintf("user%d@example.com", i), Name: "User"}})
 	}
 	if _, err := client.EnqueueMany(t.Context(), params); err != nil {
 		t.Fatal(err)

@@ -73,7 +73,7 @@ func (o *options) run(ctx context.Context, p *workerproc.Worker) error {
 		return err
 	}
 	tick := pgqueue.NewPeriodicJob(o.job, pgqueue.EverySchedule(o.period),
-		func() (pgqueue.JobArgs, *pgqueue.InsertOpts) { return TickArgs{}, nil }, nil)
+		func() (pgqueue.JobArgs, *pgqueue.EnqueueOpts) { return TickArgs{}, nil }, nil)
 	client, err := pgqueue.New(p.Pool, &pgqueue.Config{
 		Schema:            p.Schema,
 		ID:                p.AppName,

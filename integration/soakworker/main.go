@@ -200,7 +200,7 @@ func (o *options) run(ctx context.Context, p *workerproc.Worker) error {
 	var periodic []*pgqueue.PeriodicJob
 	if o.periodic {
 		periodic = append(periodic, pgqueue.NewPeriodicJob(PeriodicName, pgqueue.EverySchedule(time.Second),
-			func() (pgqueue.JobArgs, *pgqueue.InsertOpts) { return TickArgs{}, nil }, nil))
+			func() (pgqueue.JobArgs, *pgqueue.EnqueueOpts) { return TickArgs{}, nil }, nil))
 	}
 	client, err := pgqueue.New(p.Pool, &pgqueue.Config{
 		Schema: p.Schema,

@@ -173,10 +173,10 @@ func Enqueue(ctx context.Context, cfg *Config) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
-	params := make([]pgqueue.EnqueueParams, cfg.Jobs)
-	opts := &pgqueue.InsertOpts{Queue: queue}
+	params := make([]pgqueue.EnqueueManyParams, cfg.Jobs)
+	opts := &pgqueue.EnqueueOpts{Queue: queue}
 	for i := range params {
-		params[i] = pgqueue.EnqueueParams{Args: noopArgs{N: i}, Opts: opts}
+		params[i] = pgqueue.EnqueueManyParams{Args: noopArgs{N: i}, Opts: opts}
 	}
 	start := time.Now()
 	inserted, err := client.EnqueueMany(ctx, params)
@@ -184,7 +184,7 @@ func Enqueue(ctx context.Context, cfg *Config) (Result, error) {
 	if err != nil {
 		return res, err
 	}
-	res.Jobs = inserted.Inserted
+	res.Jobs = inserted.Enqueued
 	return res, settle(ctx, cfg)
 }
 
@@ -265,7 +265,7 @@ func noopClient(cfg *Config, m *meter, worked func(*pgqueue.Job[noopArgs])) (*pg
 		Queues:  map[string]pgqueue.QueueConfig{queue: {MaxWorkers: cfg.Workers}},
 		Logger:  quietLogger(),
 	}
-	pc.ClaimAhead = cfg.ClaimAhead
+	pc.ClaimAheadWindow = cfg.ClaimAhead
 	setRetention(pc, cfg.Prune)
 	if cfg.Retention > 0 {
 		pc.CompletedJobRetention, pc.CancelledJobRetention, pc.DiscardedJobRetention = cfg.Retention, cfg.Retention, cfg.Retention

@@ -147,7 +147,7 @@ func Sustained(ctx context.Context, cfg *Config) (Result, error) {
 	stopProgress := progress(cfg, "sustained", worked.Load, 0)
 
 	const tick = 10 * time.Millisecond
-	opts := &pgqueue.InsertOpts{Queue: queue}
+	opts := &pgqueue.EnqueueOpts{Queue: queue}
 	var offered int64
 	ticker := time.NewTicker(tick)
 	var insertErr error
@@ -159,9 +159,9 @@ func Sustained(ctx context.Context, cfg *Config) (Result, error) {
 		if n <= 0 {
 			continue
 		}
-		params := make([]pgqueue.EnqueueParams, n)
+		params := make([]pgqueue.EnqueueManyParams, n)
 		for i := range params {
-			params[i] = pgqueue.EnqueueParams{Args: noopArgs{N: int(offered) + i}, Opts: opts}
+			params[i] = pgqueue.EnqueueManyParams{Args: noopArgs{N: int(offered) + i}, Opts: opts}
 		}
 		_, insertErr = client.EnqueueMany(ctx, params)
 		offered += int64(n)

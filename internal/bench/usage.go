@@ -346,7 +346,7 @@ func (m *meter) observe(pc *pgqueue.Config) {
 	if pc.Observer != nil {
 		o = *pc.Observer
 	}
-	claimed, written := o.Claimed, o.Written
+	claimed, written := o.Claimed, o.BatchWritten
 	o.Claimed = func(queue string, jobs int) {
 		m.claims.Add(1)
 		m.claimed.Add(int64(jobs))
@@ -354,7 +354,7 @@ func (m *meter) observe(pc *pgqueue.Config) {
 			claimed(queue, jobs)
 		}
 	}
-	o.Written = func(jobs int) {
+	o.BatchWritten = func(jobs int) {
 		m.writes.Add(1)
 		m.written.Add(int64(jobs))
 		if written != nil {

@@ -5,13 +5,14 @@
 package sqlschema
 
 import (
-	"errors"
 	"fmt"
 	"io/fs"
 	"regexp"
 	"strings"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/pgqueue/pgqueue/pgqueuetype"
 
 	"github.com/pgqueue/pgqueue/migrations"
 )
@@ -23,8 +24,9 @@ const Default = "pgqueue"
 // at most 63 bytes. It is quoted wherever it is used all the same.
 var pattern = regexp.MustCompile(`^[a-z_][a-z0-9_]{0,62}$`)
 
-// ErrInvalid is returned for a schema name that does not match the pattern.
-var ErrInvalid = errors.New("pgqueue: invalid schema name")
+// ErrInvalid is returned for a schema name that does not match the
+// pattern. It matches pgqueuetype.ErrInvalid.
+var ErrInvalid = fmt.Errorf("%w schema name", pgqueuetype.ErrInvalid)
 
 // Validate returns ErrInvalid, with the name and the rule, when name is not
 // a valid schema name.

@@ -78,7 +78,7 @@ func TestDashboardInChromium(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := t.Context()
-	enqueue := func(args pgqueue.JobArgs, opts *pgqueue.InsertOpts) int64 {
+	enqueue := func(args pgqueue.JobArgs, opts *pgqueue.EnqueueOpts) int64 {
 		t.Helper()
 		res, err := client.Enqueue(ctx, args, opts)
 		if err != nil {
@@ -87,16 +87,16 @@ func TestDashboardInChromium(t *testing.T) {
 		return res.ID
 	}
 	for i := range 5 {
-		enqueue(emailArgs{To: fmt.Sprintf("user%d@example.com", i), Body: "hello"}, &pgqueue.InsertOpts{Queue: "email", Tags: []string{"newsletter"}})
+		enqueue(emailArgs{To: fmt.Sprintf("user%d@example.com", i), Body: "hello"}, &pgqueue.EnqueueOpts{Queue: "email", Tags: []string{"newsletter"}})
 	}
-	enqueue(reportArgs{N: 2}, &pgqueue.InsertOpts{Queue: "reports", RunAt: time.Now().Add(time.Hour)})
-	failed := enqueue(reportArgs{N: 1}, &pgqueue.InsertOpts{Queue: "reports"})
-	for _, id := range []int64{enqueue(reportArgs{N: 3}, &pgqueue.InsertOpts{Queue: "reports"}), failed} {
+	enqueue(reportArgs{N: 2}, &pgqueue.EnqueueOpts{Queue: "reports", RunAt: time.Now().Add(time.Hour)})
+	failed := enqueue(reportArgs{N: 1}, &pgqueue.EnqueueOpts{Queue: "reports"})
+	for _, id := range []int64{enqueue(reportArgs{N: 3}, &pgqueue.EnqueueOpts{Queue: "reports"}), failed} {
 		if _, err := client.JobCancel(ctx, id); err != nil {
 			t.Fatal(err)
 		}
 	}
-	hostile := enqueue(emailArgs{To: hostileImg, Body: hostileScript}, &pgqueue.InsertOpts{Queue: "email", Tags: []string{`"><img src=x>`}})
+	hostile := enqueue(emailArgs{To: hostileImg, Body: hostileScript}, &pgqueue.EnqueueOpts{Queue: "email", Tags: []string{`"><img src=x>`}})
 
 	h, err := pgqueueui.New(pool, &pgqueueui.Options{Prefix: "/ui", RefreshInterval: 200 * time.Millisecond})
 	if err != nil {

@@ -94,7 +94,7 @@ func run(o options) error {
 			return func(c *pgqueue.Config) error {
 				c.WorkMiddleware = append(c.WorkMiddleware, pgqueue.WorkMiddlewareFunc(
 					func(ctx context.Context, _ *pgqueue.JobRow, next func(context.Context) error) error { return next(ctx) }))
-				c.Observer = &pgqueue.Observer{Recorded: func(*pgqueue.JobRow, pgqueue.JobResult) {}, Claimed: func(string, int) {}}
+				c.Observer = &pgqueue.Observer{ResultRecorded: func(*pgqueue.JobRow, pgqueue.Outcome) {}, Claimed: func(string, int) {}}
 				return nil
 			}, func() {}, nil
 		}},
