@@ -9,6 +9,8 @@ import (
 
 	"github.com/jackc/pgerrcode"
 
+	"github.com/pgqueue/pgqueue/internal/jobsql"
+
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -18,7 +20,7 @@ import (
 // in what order.
 type claimer struct {
 	pool *pgxpool.Pool
-	q    *queries
+	q    *jobsql.Queries
 	// base is not the fetch context: a claim cancelled in flight may still
 	// commit, and its rows would then wait for their lease with no one
 	// working them.
@@ -44,7 +46,7 @@ func (c *claimer) claim(queue string, limit int, backlog bool) ([]*JobRow, error
 	if err := c.schema.blocked(); err != nil {
 		return nil, err
 	}
-	ctx, cancel := context.WithTimeout(c.base, writeTimeout)
+	ctx, cancel := context.WithTimeout(c.base, jobsql.WriteTimeout)
 	defer cancel()
 	var jobs []*JobRow
 	var err error
@@ -79,8 +81,8 @@ var errClaimLockTimeout = errors.New("claim lock not granted in time")
 // why).
 func (c *claimer) claimLocked(ctx context.Context, queue string, limit int) ([]*JobRow, error) {
 	b := &pgx.Batch{}
-	b.Queue(c.q.claimLock, c.schemaName, queue, claimLockWait.Milliseconds())
-	b.Queue(c.q.claim, queue, limit, c.jobLease.Microseconds(), c.clientID)
+	b.Queue(c.q.ClaimLock, c.schemaName, queue, claimLockWait.Milliseconds())
+	b.Queue(c.q.Claim, queue, limit, c.jobLease.Microseconds(), c.clientID)
 	br := c.pool.SendBatch(ctx, b)
 	if _, err := br.Exec(); err != nil {
 		_ = br.Close()
@@ -94,7 +96,7 @@ func (c *claimer) claimLocked(ctx context.Context, queue string, limit int) ([]*
 		_ = br.Close()
 		return nil, err
 	}
-	jobs, err := collectJobRows(rows)
+	jobs, err := jobsql.CollectJobRows(rows)
 	if cerr := br.Close(); err == nil {
 		err = cerr
 	}
@@ -103,11 +105,11 @@ func (c *claimer) claimLocked(ctx context.Context, queue string, limit int) ([]*
 
 // claimUnlocked claims without the claim lock.
 func (c *claimer) claimUnlocked(ctx context.Context, queue string, limit int) ([]*JobRow, error) {
-	rows, err := c.pool.Query(ctx, c.q.claim, queue, limit, c.jobLease.Microseconds(), c.clientID)
+	rows, err := c.pool.Query(ctx, c.q.Claim, queue, limit, c.jobLease.Microseconds(), c.clientID)
 	if err != nil {
 		return nil, err
 	}
-	return collectJobRows(rows)
+	return jobsql.CollectJobRows(rows)
 }
 
 // warnLockTimeout says, at most once a minute per client, that a claim

@@ -76,7 +76,7 @@ func TestClaimPlanWithoutStatistics(t *testing.T) {
 			exec(t, pool, `UPDATE pgqueue.jobs SET state = 'available' WHERE state = 'scheduled' AND run_at <= now()`)
 		}},
 	}
-	file, err := os.ReadFile("sql/claim.sql")
+	file, err := os.ReadFile("internal/jobsql/sql/claim.sql")
 	must(t, err)
 	claim := strings.ReplaceAll(string(file), "{{schema}}", pgx.Identifier{pgqueue.DefaultSchema}.Sanitize())
 

@@ -10,6 +10,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/pgqueue/pgqueue/internal/jobsql"
 	"github.com/pgqueue/pgqueue/internal/notifier"
 	"github.com/pgqueue/pgqueue/pglock"
 )
@@ -19,7 +20,7 @@ import (
 type Client struct {
 	pool   *pgxpool.Pool
 	config *Config
-	q      *queries
+	q      *jobsql.Queries
 	locks  *pglock.Locker
 	log    *slog.Logger
 
@@ -57,7 +58,7 @@ func New(pool *pgxpool.Pool, config *Config) (*Client, error) {
 	if len(cfg.Queues) > 0 && cfg.Workers == nil {
 		return nil, errNoWorkers
 	}
-	q, err := loadQueries(cfg.Schema)
+	q, err := jobsql.Load(cfg.Schema)
 	if err != nil {
 		return nil, err
 	}
@@ -69,7 +70,7 @@ func New(pool *pgxpool.Pool, config *Config) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Client{pool: pool, config: cfg, q: q, locks: locks, log: cfg.Logger, channel: notifyChannel(cfg.Schema), control: controlChannel(cfg.Schema), periodic: periodic}, nil
+	return &Client{pool: pool, config: cfg, q: q, locks: locks, log: cfg.Logger, channel: jobsql.NotifyChannel(cfg.Schema), control: jobsql.ControlChannel(cfg.Schema), periodic: periodic}, nil
 }
 
 // ID returns the client's ID, as stored in the worker_id of the jobs it
@@ -140,7 +141,7 @@ func (c *Client) Start(ctx context.Context) error {
 	// Job contexts are not children of jobs (see activeJobs.cancelAll).
 	context.AfterFunc(jobs, func() { active.cancelAll(context.Cause(jobs)) })
 
-	outcomes := &outcomeReader{pool: c.pool, q: c.q, base: base}
+	outcomes := &jobsql.OutcomeReader{Pool: c.pool, Q: c.q, Base: base}
 	finishQuery := c.pool.Query
 	if c.testHooks.finishQuery != nil {
 		finishQuery = c.testHooks.finishQuery
@@ -236,7 +237,7 @@ func (c *Client) Start(ctx context.Context) error {
 
 // newExecutor returns the executor of a started client (or of
 // pgqueuetest.WorkJob): jobs ends when the client cancels its jobs.
-func (c *Client) newExecutor(active *activeJobs, results *completer, outcomes *outcomeReader, jobs context.Context) *executor {
+func (c *Client) newExecutor(active *activeJobs, results *completer, outcomes *jobsql.OutcomeReader, jobs context.Context) *executor {
 	cfg := c.config
 	return &executor{
 		active:    active,

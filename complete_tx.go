@@ -5,6 +5,8 @@ import (
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/pgqueue/pgqueue/internal/jobsql"
 )
 
 // CompleteTx completes job inside tx, so the job's database effects and its
@@ -23,7 +25,7 @@ func (c *Client) CompleteTx(ctx context.Context, tx pgx.Tx, job *JobRow) error {
 	if isNilValue(tx) {
 		return fmt.Errorf("complete job %d: %w", job.ID, errNilTx)
 	}
-	if err := completeInTx(ctx, tx, c.q, job); err != nil {
+	if err := jobsql.CompleteInTx(ctx, tx, c.q, job); err != nil {
 		return err
 	}
 	if jc := jobContextFrom(ctx); jc != nil && jc.job.row.ID == job.ID && jc.job.row.Fence == job.Fence {
@@ -32,19 +34,6 @@ func (c *Client) CompleteTx(ctx context.Context, tx pgx.Tx, job *JobRow) error {
 		jc.job.completedInTx.Store(true)
 	} else if active := c.activeJobs(); active != nil {
 		active.markCompletedInTx(job.ID, job.Fence)
-	}
-	return nil
-}
-
-// completeInTx runs sql/complete.sql for job in tx: ErrJobLeaseLost when
-// the job no longer runs under job.Fence.
-func completeInTx(ctx context.Context, tx pgx.Tx, q *queries, job *JobRow) error {
-	tag, err := tx.Exec(ctx, q.complete, job.ID, job.Fence)
-	if err != nil {
-		return dbError(fmt.Sprintf("complete job %d", job.ID), err)
-	}
-	if tag.RowsAffected() == 0 {
-		return fmt.Errorf("complete job %d with fence %d: %w", job.ID, job.Fence, ErrJobLeaseLost)
 	}
 	return nil
 }

@@ -12,6 +12,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgtype"
+
+	"github.com/pgqueue/pgqueue/internal/jobsql"
 )
 
 // The result operations of finish.sql.
@@ -47,8 +49,8 @@ type result struct {
 type completer struct {
 	// query runs the write: the pool's Query, or a test hook.
 	query    func(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
-	q        *queries
-	outcomes *outcomeReader
+	q        *jobsql.Queries
+	outcomes *jobsql.OutcomeReader
 	log      *slog.Logger
 	obs      *Observer
 	// base is the parent of its writes, detached from Stop.
@@ -81,7 +83,7 @@ type completer struct {
 
 // newCompleter returns a completer that writes batches of up to limit
 // results, gathered for up to delay, with query.
-func newCompleter(base context.Context, query func(ctx context.Context, sql string, args ...any) (pgx.Rows, error), q *queries, outcomes *outcomeReader, log *slog.Logger, limit int, delay, giveUp time.Duration) *completer {
+func newCompleter(base context.Context, query func(ctx context.Context, sql string, args ...any) (pgx.Rows, error), q *jobsql.Queries, outcomes *jobsql.OutcomeReader, log *slog.Logger, limit int, delay, giveUp time.Duration) *completer {
 	return &completer{
 		query:      query,
 		q:          q,
@@ -276,14 +278,14 @@ func (k *completer) exec(batch []result) (map[int64]bool, error) {
 	k.idsText, k.fencesText = appendInt8Array(k.idsText[:0], k.ids), appendInt8Array(k.fencesText[:0], k.fences)
 	ids, fences := string(k.idsText), string(k.fencesText)
 	query := k.query
-	ctx, cancel := context.WithTimeout(k.base, writeTimeout)
+	ctx, cancel := context.WithTimeout(k.base, jobsql.WriteTimeout)
 	defer cancel()
 	var rows pgx.Rows
 	var err error
 	if allComplete {
-		rows, err = query(ctx, k.q.completeMany, oneShotPlan, ids, fences)
+		rows, err = query(ctx, k.q.CompleteMany, jobsql.OneShotPlan, ids, fences)
 	} else {
-		rows, err = query(ctx, k.q.finish, oneShotPlan, ids, fences, k.ops, k.errs, k.traces, k.delays)
+		rows, err = query(ctx, k.q.Finish, jobsql.OneShotPlan, ids, fences, k.ops, k.errs, k.traces, k.delays)
 	}
 	if err != nil {
 		return nil, err
@@ -349,15 +351,15 @@ func (k *completer) unfinished(batch []result) (left []result, ok bool) {
 	for i, r := range batch {
 		ids[i] = r.row.ID
 	}
-	states, err := k.outcomes.read(ids)
+	states, err := k.outcomes.Read(ids)
 	if err != nil {
 		return nil, false
 	}
 	for _, r := range batch {
-		switch states[r.row.ID].of(r.row.Fence) {
-		case outcomePending:
+		switch states[r.row.ID].Of(r.row.Fence) {
+		case jobsql.OutcomePending:
 			left = append(left, r)
-		case outcomeLost:
+		case jobsql.OutcomeLost:
 			k.refused(r)
 		}
 	}

@@ -4,23 +4,25 @@ import (
 	"context"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/pgqueue/pgqueue/internal/jobsql"
 )
 
 // ClaimTx runs the claim statement inside tx, as a producer's claim does in
 // its own transaction: the claimed rows stay locked, and their new state
 // unseen by others, until tx ends.
 func ClaimTx(ctx context.Context, c *Client, tx pgx.Tx, queue string, limit int) ([]*JobRow, error) {
-	rows, err := tx.Query(ctx, c.q.claim, queue, limit, c.config.JobLease.Microseconds(), c.config.ID)
+	rows, err := tx.Query(ctx, c.q.Claim, queue, limit, c.config.JobLease.Microseconds(), c.config.ID)
 	if err != nil {
 		return nil, err
 	}
-	return collectJobRows(rows)
+	return jobsql.CollectJobRows(rows)
 }
 
 // Poll runs the poll statement for queues and returns the queues it says
 // have jobs to claim.
 func Poll(ctx context.Context, c *Client, queues []string) ([]string, error) {
-	rows, err := c.pool.Query(ctx, c.q.poll, queues, maintenanceLease)
+	rows, err := c.pool.Query(ctx, c.q.Poll, queues, maintenanceLease)
 	if err != nil {
 		return nil, err
 	}

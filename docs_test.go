@@ -23,7 +23,7 @@ func TestDesignClaimMatchesSQL(t *testing.T) {
 	}
 	block, _, _ = strings.Cut(block, "```")
 
-	file, err := os.ReadFile("sql/claim.sql")
+	file, err := os.ReadFile("internal/jobsql/sql/claim.sql")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"log/slog"
 	"time"
+
+	"github.com/pgqueue/pgqueue/internal/jobsql"
 )
 
 // claimedJob is a claimed job on its way to an executor: the row, when its
@@ -37,7 +39,7 @@ type claimedJob struct {
 type executor struct {
 	active    *activeJobs
 	results   *completer
-	outcomes  *outcomeReader
+	outcomes  *jobsql.OutcomeReader
 	singleton *singletonRunner
 	// stopping ends, with cause ErrStopping, when the client cancels its
 	// jobs: a job cancelled then is handed back, not failed.
@@ -117,7 +119,7 @@ func (e *executor) execute(cj *claimedJob) {
 	e.active.remove(job)
 
 	switch {
-	case job.completedInTx.Load() && e.outcomes.landed(row):
+	case job.completedInTx.Load() && e.outcomes.Landed(row):
 		// The handler's CompleteTx committed: nothing left to write.
 		if f := e.obs.ResultRecorded; f != nil {
 			f(row, OutcomeCompleted)

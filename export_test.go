@@ -6,13 +6,15 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/pgqueue/pgqueue/internal/jobsql"
 )
 
 // CopyThreshold is the batch size from which EnqueueMany writes with COPY.
 const CopyThreshold = copyThreshold
 
 // NotifyChannel is the NOTIFY channel of a schema's inserts.
-var NotifyChannel = notifyChannel
+var NotifyChannel = jobsql.NotifyChannel
 
 // SetBeforeRescueWrite installs a hook that runs between the rescuer's read
 // of expired jobs and its conditional write.
@@ -43,7 +45,7 @@ func Claim(ctx context.Context, c *Client, queue string, limit int) ([]*JobRow, 
 // Complete writes the completion of jobs in one fenced statement, as the
 // completer does, and returns how many it updated.
 func Complete(ctx context.Context, c *Client, jobs []*JobRow) (int, error) {
-	outcomes := &outcomeReader{pool: c.pool, q: c.q, base: ctx}
+	outcomes := &jobsql.OutcomeReader{Pool: c.pool, Q: c.q, Base: ctx}
 	k := newCompleter(ctx, c.pool.Query, c.q, outcomes, c.log, len(jobs), 0, c.config.JobLease)
 	batch := make([]result, len(jobs))
 	for i, j := range jobs {
@@ -66,7 +68,7 @@ func Started(c *Client) bool {
 // (sql/finish.sql, or sql/complete_many.sql for "complete"), and reports
 // whether the row took it.
 func Finish(ctx context.Context, c *Client, job *JobRow, op string, delay time.Duration) (bool, error) {
-	outcomes := &outcomeReader{pool: c.pool, q: c.q, base: ctx}
+	outcomes := &jobsql.OutcomeReader{Pool: c.pool, Q: c.q, Base: ctx}
 	k := newCompleter(ctx, c.pool.Query, c.q, outcomes, c.log, 1, 0, c.config.JobLease)
 	var msg *string
 	if op != opComplete {

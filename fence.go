@@ -26,7 +26,7 @@ func (c *Client) CheckFenceTx(ctx context.Context, tx pgx.Tx, resource string, t
 	if isNilValue(tx) {
 		return fmt.Errorf("check fence %q: %w", resource, errNilTx)
 	}
-	if _, err := tx.Exec(ctx, c.q.checkFence, resource, token); err != nil {
+	if _, err := tx.Exec(ctx, c.q.CheckFence, resource, token); err != nil {
 		if IsStaleFence(err) {
 			return fmt.Errorf("check fence %q token %d: %w", resource, token, ErrStaleFence)
 		}

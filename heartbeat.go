@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/pgqueue/pgqueue/internal/jobsql"
 )
 
 // expirySweep is how often running jobs are checked for a lease that ran
@@ -26,7 +28,7 @@ func expirySweep(lease time.Duration) time.Duration {
 // clock.
 type heartbeater struct {
 	pool   *pgxpool.Pool
-	q      *queries
+	q      *jobsql.Queries
 	active *activeJobs
 	log    *slog.Logger
 	obs    *Observer
@@ -43,7 +45,7 @@ type heartbeater struct {
 	done    chan struct{} // closed when run returns
 }
 
-func newHeartbeater(base context.Context, pool *pgxpool.Pool, q *queries, active *activeJobs, log *slog.Logger, interval, jobLease time.Duration) *heartbeater {
+func newHeartbeater(base context.Context, pool *pgxpool.Pool, q *jobsql.Queries, active *activeJobs, log *slog.Logger, interval, jobLease time.Duration) *heartbeater {
 	return &heartbeater{pool: pool, q: q, active: active, log: log, obs: &Observer{}, base: base, interval: interval, jobLease: jobLease,
 		quit: make(chan struct{}), done: make(chan struct{}), beatNow: make(chan struct{}, 1)}
 }
@@ -101,7 +103,7 @@ func (h *heartbeater) heartbeat(jobs []*activeJob) error {
 	ctx, cancel := context.WithTimeout(h.base, h.interval)
 	defer cancel()
 	sent := time.Now()
-	rows, err := h.pool.Query(ctx, h.q.heartbeat, oneShotPlan, ids, fences, h.jobLease.Microseconds())
+	rows, err := h.pool.Query(ctx, h.q.Heartbeat, jobsql.OneShotPlan, ids, fences, h.jobLease.Microseconds())
 	if err != nil {
 		return dbError("heartbeat", err)
 	}

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/pgqueue/pgqueue/internal/jobsql"
 )
 
 // EnqueueOpts are the options of one job. The zero value is a job on
@@ -322,15 +324,15 @@ func (c *Client) insertJob(ctx context.Context, db queryer, job *encodedJob) (*E
 	batch := &pgx.Batch{}
 	// JSON goes as text: in exec and simple_protocol mode pgx sends []byte
 	// as bytea, which a jsonb parameter refuses.
-	batch.Queue(c.q.insert, job.queue, job.kind, string(job.args), job.priority, job.maxAttempts, job.runAt, job.tags, string(job.meta), job.singleton)
-	batch.Queue(c.q.notify, c.channel, job.queue, job.runAt)
+	batch.Queue(c.q.Insert, job.queue, job.kind, string(job.args), job.priority, job.maxAttempts, job.runAt, job.tags, string(job.meta), job.singleton)
+	batch.Queue(c.q.Notify, c.channel, job.queue, job.runAt)
 	results := db.SendBatch(ctx, batch)
 	rows, err := results.Query()
 	if err != nil {
 		_ = results.Close()
 		return nil, dbError("enqueue "+job.kind, err)
 	}
-	row, err := pgx.CollectExactlyOneRow(rows, scanJobRow)
+	row, err := pgx.CollectExactlyOneRow(rows, jobsql.ScanJobRow)
 	if err != nil {
 		_ = results.Close()
 		return nil, dbError("enqueue "+job.kind, err)
@@ -490,8 +492,8 @@ func (c *Client) insertMany(ctx context.Context, tx pgx.Tx, jobs []*encodedJob) 
 		return 0, err
 	}
 	batch := &pgx.Batch{}
-	batch.Queue(c.q.insertMany, cols.args()...)
-	batch.Queue(c.q.notifyDue, c.channel, cols.queues, cols.runAts)
+	batch.Queue(c.q.InsertMany, cols.args()...)
+	batch.Queue(c.q.NotifyDue, c.channel, cols.queues, cols.runAts)
 	results := tx.SendBatch(ctx, batch)
 	tag, err := results.Exec()
 	if err == nil {
@@ -553,7 +555,7 @@ func (c *Client) notifyQueues(ctx context.Context, tx pgx.Tx, due map[string]boo
 	for q := range due {
 		queues = append(queues, q)
 	}
-	if _, err := tx.Exec(ctx, c.q.notifyQueues, c.channel, queues); err != nil {
+	if _, err := tx.Exec(ctx, c.q.NotifyQueues, c.channel, queues); err != nil {
 		return dbError("enqueue many: notify", err)
 	}
 	return nil

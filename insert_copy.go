@@ -81,9 +81,9 @@ func copyInSavepoint(ctx context.Context, sp pgx.Tx, src copySource, stream copy
 // scheduled, fed by an encoder goroutine through a pipe. due collects the
 // queues of the jobs due now.
 func (c *Client) copyStream(ctx context.Context, sp pgx.Tx, src copySource, later bool, due map[string]bool) (int64, error) {
-	sql := c.q.copyJobs
+	sql := c.q.CopyJobs
 	if later {
-		sql = c.q.copyJobsScheduled
+		sql = c.q.CopyJobsScheduled
 	}
 
 	pr, pw := io.Pipe()

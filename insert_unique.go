@@ -6,6 +6,8 @@ import (
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/pgqueue/pgqueue/internal/jobsql"
 )
 
 // uniqueAttempts bounds insertUnique's tries. A try comes back empty only
@@ -21,9 +23,9 @@ func (c *Client) insertUnique(ctx context.Context, db queryer, job *encodedJob) 
 	for range uniqueAttempts {
 		batch := &pgx.Batch{}
 		// JSON as text, as in insertJob.
-		batch.Queue(c.q.insertUnique, job.queue, job.kind, string(job.args), job.priority, job.maxAttempts, job.runAt, job.tags, string(job.meta), job.singleton,
+		batch.Queue(c.q.InsertUnique, job.queue, job.kind, string(job.args), job.priority, job.maxAttempts, job.runAt, job.tags, string(job.meta), job.singleton,
 			u.base, u.periodUS, u.states)
-		batch.Queue(c.q.notify, c.channel, job.queue, job.runAt)
+		batch.Queue(c.q.Notify, c.channel, job.queue, job.runAt)
 		results := db.SendBatch(ctx, batch)
 		rows, err := results.Query()
 		if err != nil {
@@ -31,9 +33,9 @@ func (c *Client) insertUnique(ctx context.Context, db queryer, job *encodedJob) 
 			return nil, dbError("enqueue "+job.kind, err)
 		}
 		var res *EnqueueResult
-		var s jobScanner
+		var s jobsql.Scanner
 		for rows.Next() {
-			dup, row, err := s.scanFlagged(rows)
+			dup, row, err := s.ScanFlagged(rows)
 			if err != nil {
 				rows.Close()
 				_ = results.Close()
@@ -102,8 +104,8 @@ func (c *Client) insertUniqueChunk(ctx context.Context, tx pgx.Tx, chunk []*enco
 		}
 	}
 	batch := &pgx.Batch{}
-	batch.Queue(c.q.insertManyUnique, append(cols.args(), bases, periods, states)...)
-	batch.Queue(c.q.notifyDue, c.channel, cols.queues, cols.runAts)
+	batch.Queue(c.q.InsertManyUnique, append(cols.args(), bases, periods, states)...)
+	batch.Queue(c.q.NotifyDue, c.channel, cols.queues, cols.runAts)
 	br := tx.SendBatch(ctx, batch)
 	inserted := map[int]bool{}
 	rows, err := br.Query()

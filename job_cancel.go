@@ -43,7 +43,7 @@ func (c *Client) JobCancel(ctx context.Context, id int64) (*JobRow, error) {
 // JobCancelTx is JobCancel inside the caller's transaction: the job is
 // cancelled, and a running job's holder told, only when tx commits.
 func (c *Client) JobCancelTx(ctx context.Context, tx pgx.Tx, id int64) (*JobRow, error) {
-	job, err := scanCancelled(tx.QueryRow(ctx, c.q.jobCancel, id, c.control))
+	job, err := scanCancelled(tx.QueryRow(ctx, c.q.JobCancel, id, c.control))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, fmt.Errorf("cancel job %d: %w", id, ErrJobNotFound)
 	}

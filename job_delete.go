@@ -33,7 +33,7 @@ func (c *Client) JobDeleteTx(ctx context.Context, tx pgx.Tx, id int64) (*JobRow,
 
 func (c *Client) jobDelete(ctx context.Context, db rowQuerier, id int64) (*JobRow, error) {
 	op := fmt.Sprintf("delete job %d", id)
-	deleted, job, err := queryFlaggedJob(ctx, db, c.q.jobDelete, id)
+	deleted, job, err := queryFlaggedJob(ctx, db, c.q.JobDelete, id)
 	if err != nil {
 		return nil, dbError(op, err)
 	}
@@ -68,7 +68,7 @@ func (c *Client) JobDeleteManyTx(ctx context.Context, tx pgx.Tx, ids []int64) (*
 
 func (c *Client) jobDeleteMany(ctx context.Context, db rowQuerier, ids []int64) (*JobManyResult, error) {
 	const op = "delete jobs"
-	rows, err := db.Query(ctx, c.q.jobDeleteMany, ids)
+	rows, err := db.Query(ctx, c.q.JobDeleteMany, ids)
 	if err != nil {
 		return nil, dbError(op, err)
 	}

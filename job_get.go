@@ -14,7 +14,7 @@ import (
 // ErrJobNotFound when no job has the id: it never existed, or it was
 // deleted (by JobDelete or by retention).
 func (c *Client) JobGet(ctx context.Context, id int64) (*JobRow, error) {
-	rows, err := c.pool.Query(ctx, c.q.jobGet, id)
+	rows, err := c.pool.Query(ctx, c.q.JobGet, id)
 	if err != nil {
 		return nil, dbError("job get", err)
 	}
@@ -44,7 +44,7 @@ func collectFullJobRows(rows pgx.Rows) ([]*JobRow, error) {
 	return out, rows.Err()
 }
 
-// jobFullScanner reads every column of JobRow. The claim's jobScanner reads
+// jobFullScanner reads every column of JobRow. The claim's jobsql.Scanner reads
 // fewer: a claimed job has no cancel request, output or progress yet, and
 // the hot path should not carry them.
 type jobFullScanner struct {

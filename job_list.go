@@ -6,8 +6,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"strings"
 	"time"
+
+	"github.com/pgqueue/pgqueue/internal/jobsql"
 )
 
 // The page sizes of JobList.
@@ -108,7 +109,7 @@ func (c *Client) JobList(ctx context.Context, params *JobListParams) (*JobListRe
 		params = &JobListParams{}
 	}
 	order := cmp.Or(params.OrderBy, JobListOrderID)
-	query, ok := c.q.jobListBy[jobListKey{order, params.Descending}]
+	query, ok := c.q.JobListBy[jobsql.JobListKey{Order: string(order), Desc: params.Descending}]
 	if !ok {
 		return nil, fmt.Errorf("pgqueue: job list: %w option: unknown ordering %q", ErrInvalid, params.OrderBy)
 	}
@@ -138,7 +139,7 @@ func (c *Client) JobList(ctx context.Context, params *JobListParams) (*JobListRe
 		afterAt, afterID = after.at(), after.ID
 	}
 	// One row more than the page tells whether a next page exists.
-	rows, err := c.pool.Query(ctx, query, oneShotPlan,
+	rows, err := c.pool.Query(ctx, query, jobsql.OneShotPlan,
 		nilIfEmpty(params.IDs), nilIfEmpty(params.Queues), nilIfEmpty(params.Kinds), states, nilIfEmpty(params.Tags),
 		nilIfZero(params.CreatedFrom), nilIfZero(params.CreatedBefore),
 		nilIfZero(params.FinalizedFrom), nilIfZero(params.FinalizedBefore),
@@ -156,39 +157,6 @@ func (c *Client) JobList(ctx context.Context, params *JobListParams) (*JobListRe
 		res.NextCursor = newJobListCursor(order, params.Descending, jobs[limit-1]).encode()
 	}
 	return res, nil
-}
-
-// jobListKey names one of the statements expanded from job_list.sql.
-type jobListKey struct {
-	order JobListOrder
-	desc  bool
-}
-
-// jobListOrderTypes is the fixed set job_list.sql's {{order}} is filled
-// from, with each column's type for {{type}}.
-var jobListOrderTypes = map[JobListOrder]string{
-	JobListOrderID:          "bigint",
-	JobListOrderCreatedAt:   "timestamptz",
-	JobListOrderRunAt:       "timestamptz",
-	JobListOrderFinalizedAt: "timestamptz",
-}
-
-// expandJobList fills job_list.sql's placeholders for every ordering and
-// direction, once per client.
-func expandJobList(tmpl string) map[jobListKey]string {
-	out := make(map[jobListKey]string, 2*len(jobListOrderTypes))
-	for order, typ := range jobListOrderTypes {
-		for _, desc := range []bool{false, true} {
-			dir, op := "ASC", ">"
-			if desc {
-				dir, op = "DESC", "<"
-			}
-			out[jobListKey{order, desc}] = strings.NewReplacer(
-				"{{order}}", string(order), "{{type}}", typ, "{{dir}}", dir, "{{cmp}}", op,
-			).Replace(tmpl)
-		}
-	}
-	return out
 }
 
 // jobListStates checks states and returns them as the statement's text[]

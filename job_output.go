@@ -7,6 +7,8 @@ import (
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/pgqueue/pgqueue/internal/jobsql"
 )
 
 // RecordOutput stores v, encoded as JSON, as the output of the job whose
@@ -20,7 +22,7 @@ import (
 // when ctx is not a job's context, ErrInvalid when v does not encode,
 // and ErrTooLarge when the JSON exceeds Config.MaxOutputSize.
 func RecordOutput(ctx context.Context, v any) error {
-	return recordJobJSON(ctx, "record output", v, func(q *queries) string { return q.jobOutput })
+	return recordJobJSON(ctx, "record output", v, func(q *jobsql.Queries) string { return q.JobOutput })
 }
 
 // RecordProgress stores v, encoded as JSON, as the progress of the job
@@ -28,12 +30,12 @@ func RecordOutput(ctx context.Context, v any) error {
 // a long job: a percentage, counts, a phase, whatever the handler chooses.
 // Each call replaces the last. Fenced and limited like RecordOutput.
 func RecordProgress(ctx context.Context, v any) error {
-	return recordJobJSON(ctx, "record progress", v, func(q *queries) string { return q.jobProgress })
+	return recordJobJSON(ctx, "record progress", v, func(q *jobsql.Queries) string { return q.JobProgress })
 }
 
 // recordJobJSON encodes v and writes it with the statement query picks,
 // under the fence of the job ctx runs.
-func recordJobJSON(ctx context.Context, op string, v any, query func(*queries) string) error {
+func recordJobJSON(ctx context.Context, op string, v any, query func(*jobsql.Queries) string) error {
 	jc := jobContextFrom(ctx)
 	if jc == nil {
 		return fmt.Errorf("pgqueue: %s: %w", op, ErrNoJobContext)

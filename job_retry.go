@@ -64,7 +64,7 @@ type rowQuerier interface {
 
 func (c *Client) jobRetry(ctx context.Context, db rowQuerier, id int64) (*JobRow, error) {
 	op := fmt.Sprintf("retry job %d", id)
-	retried, job, err := queryFlaggedJob(ctx, db, c.q.jobRetry, id, c.channel)
+	retried, job, err := queryFlaggedJob(ctx, db, c.q.JobRetry, id, c.channel)
 	if err != nil {
 		return nil, controlError(op, err)
 	}
@@ -130,7 +130,7 @@ func (c *Client) JobRetryManyTx(ctx context.Context, tx pgx.Tx, ids []int64) (*J
 
 func (c *Client) jobRetryMany(ctx context.Context, db rowQuerier, ids []int64) (*JobManyResult, map[string]bool, error) {
 	const op = "retry jobs"
-	rows, err := db.Query(ctx, c.q.jobRetryMany, ids, c.channel)
+	rows, err := db.Query(ctx, c.q.JobRetryMany, ids, c.channel)
 	if err != nil {
 		return nil, nil, controlError(op, err)
 	}

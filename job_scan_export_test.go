@@ -4,6 +4,8 @@ import (
 	"context"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/pgqueue/pgqueue/internal/jobsql"
 )
 
 // ScanJobRowsBothWays runs query, whose columns are claim.sql's RETURNING
@@ -18,17 +20,17 @@ func ScanJobRowsBothWays(ctx context.Context, db interface {
 		return nil, nil, err
 	}
 	defer rows.Close()
-	var fs, gs jobScanner
+	var fs, gs jobsql.Scanner
 	fits, checked := false, false
 	for rows.Next() {
 		if !checked {
-			fits, checked = fs.fastScanFits(rows), true
+			fits, checked = fs.FastScanFits(rows), true
 		}
 		var f *JobRow
 		if fits {
-			f = fs.fastScan(rows.RawValues())
+			f = fs.FastScan(rows.RawValues())
 		}
-		g, err := gs.scan(rows)
+		g, err := gs.Scan(rows)
 		if err != nil {
 			return nil, nil, err
 		}

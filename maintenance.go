@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"sync"
 
+	"github.com/pgqueue/pgqueue/internal/jobsql"
 	"github.com/pgqueue/pgqueue/pglock"
 )
 
@@ -66,7 +67,7 @@ func (m *maintenance) lead(ctx context.Context, term int64) {
 // them now.
 func (m *maintenance) reportQueues(ctx context.Context) {
 	report := func() {
-		qctx, cancel := context.WithTimeout(ctx, writeTimeout)
+		qctx, cancel := context.WithTimeout(ctx, jobsql.WriteTimeout)
 		defer cancel()
 		if qs, err := m.queueList(qctx); err == nil {
 			m.obs.Queues(qs)

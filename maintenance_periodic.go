@@ -12,6 +12,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/pgqueue/pgqueue/internal/jobsql"
 )
 
 // periodicEnqueuer enqueues the due runs of the client's periodic jobs. It
@@ -23,7 +25,7 @@ import (
 // paused past its term) can never enqueue an instant twice.
 type periodicEnqueuer struct {
 	pool *pgxpool.Pool
-	q    *queries
+	q    *jobsql.Queries
 	log  *slog.Logger
 	// base is the parent of its writes, detached from Stop.
 	base context.Context
@@ -132,13 +134,13 @@ func (s periodicState) startedBefore(term int64) bool {
 
 // states reads the database time and the recorded state of jobs.
 func (p *periodicEnqueuer) states(jobs []*PeriodicJob) (time.Time, map[string]periodicState, error) {
-	ctx, cancel := context.WithTimeout(p.base, writeTimeout)
+	ctx, cancel := context.WithTimeout(p.base, jobsql.WriteTimeout)
 	defer cancel()
 	names := make([]string, len(jobs))
 	for i, j := range jobs {
 		names[i] = j.name
 	}
-	rows, err := p.pool.Query(ctx, p.q.periodicStates, names)
+	rows, err := p.pool.Query(ctx, p.q.PeriodicStates, names)
 	if err != nil {
 		return time.Time{}, nil, dbError("periodic states", err)
 	}
@@ -163,7 +165,7 @@ func (p *periodicEnqueuer) states(jobs []*PeriodicJob) (time.Time, map[string]pe
 // enqueueDue enqueues job's due runs in one transaction and returns how
 // long until its next instant (zero when more runs are due already).
 func (p *periodicEnqueuer) enqueueDue(job *PeriodicJob, term int64) (time.Duration, error) {
-	ctx, cancel := context.WithTimeout(p.base, writeTimeout)
+	ctx, cancel := context.WithTimeout(p.base, jobsql.WriteTimeout)
 	defer cancel()
 	tx, err := p.pool.Begin(ctx)
 	if err != nil {
@@ -172,7 +174,7 @@ func (p *periodicEnqueuer) enqueueDue(job *PeriodicJob, term int64) (time.Durati
 	defer func() { _ = tx.Rollback(ctx) }()
 	// A leader paused in this transaction must not keep the row from the
 	// next leader for long: the server ends the session, and the lock.
-	if _, err := tx.Exec(ctx, p.q.setIdleTimeout, fmt.Sprint(p.leaderTTL.Milliseconds())); err != nil {
+	if _, err := tx.Exec(ctx, p.q.SetIdleTimeout, fmt.Sprint(p.leaderTTL.Milliseconds())); err != nil {
 		return 0, dbError("periodic "+job.name, err)
 	}
 	st, now, err := p.lock(ctx, tx, job.name)
@@ -213,12 +215,12 @@ func (p *periodicEnqueuer) enqueueDue(job *PeriodicJob, term int64) (time.Durati
 		queues[queue] = struct{}{}
 	}
 	if plan.last.After(st.last) {
-		if err := p.record(ctx, tx, p.q.periodicAdvance, job.name, plan.last); err != nil {
+		if err := p.record(ctx, tx, p.q.PeriodicAdvance, job.name, plan.last); err != nil {
 			return 0, err
 		}
 	}
 	if plan.started {
-		if err := p.record(ctx, tx, p.q.periodicStarted, job.name, term); err != nil {
+		if err := p.record(ctx, tx, p.q.PeriodicStarted, job.name, term); err != nil {
 			return 0, err
 		}
 	}
@@ -230,7 +232,7 @@ func (p *periodicEnqueuer) enqueueDue(job *PeriodicJob, term int64) (time.Durati
 	}
 	next := pgtype.Timestamptz{Time: nextInstant(job.schedule, done)}
 	next.Valid = !next.Time.IsZero()
-	if _, err := tx.Exec(ctx, p.q.periodicDescribe, job.name, describeSchedule(job.schedule), next); err != nil {
+	if _, err := tx.Exec(ctx, p.q.PeriodicDescribe, job.name, describeSchedule(job.schedule), next); err != nil {
 		return 0, dbError("periodic "+job.name+": describe", err)
 	}
 	if err := tx.Commit(ctx); err != nil {
@@ -250,9 +252,9 @@ var errPeriodicBusy = errors.New("periodic job row busy")
 func (p *periodicEnqueuer) lock(ctx context.Context, tx pgx.Tx, name string) (periodicState, time.Time, error) {
 	var st periodicState
 	var now time.Time
-	err := tx.QueryRow(ctx, p.q.periodicLock, name).Scan(&st.last, &st.startTerm, &now)
+	err := tx.QueryRow(ctx, p.q.PeriodicLock, name).Scan(&st.last, &st.startTerm, &now)
 	if errors.Is(err, pgx.ErrNoRows) {
-		err = tx.QueryRow(ctx, p.q.periodicCreate, name).Scan(&st.last, &st.startTerm, &now)
+		err = tx.QueryRow(ctx, p.q.PeriodicCreate, name).Scan(&st.last, &st.startTerm, &now)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return st, now, errPeriodicBusy
 		}

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/pgqueue/pgqueue/internal/jobsql"
 )
 
 // pruner deletes finished jobs (completed, cancelled, discarded) once their
@@ -16,7 +18,7 @@ import (
 // locks.
 type pruner struct {
 	pool     *pgxpool.Pool
-	q        *queries
+	q        *jobsql.Queries
 	log      *slog.Logger
 	interval time.Duration
 	// The retention of each final state; RetainForever keeps its jobs.
@@ -85,10 +87,10 @@ func (p *pruner) prune(ctx context.Context) (int, error) {
 // one: a delete cut short by the end of the term loses nothing, as the
 // rows stay for the next leader.
 func (p *pruner) pruneBatch(ctx context.Context, after time.Time, limit int) (n int, last time.Time, err error) {
-	ctx, cancel := context.WithTimeout(ctx, writeTimeout)
+	ctx, cancel := context.WithTimeout(ctx, jobsql.WriteTimeout)
 	defer cancel()
 	var lastAt *time.Time
-	err = p.pool.QueryRow(ctx, p.q.prune, after,
+	err = p.pool.QueryRow(ctx, p.q.Prune, after,
 		retentionMicros(p.completed), retentionMicros(p.cancelled), retentionMicros(p.discarded), limit,
 	).Scan(&n, &lastAt)
 	if err != nil {

@@ -7,6 +7,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/pgqueue/pgqueue/internal/jobsql"
 )
 
 // rescuer puts back running jobs whose lease expired: their worker died,
@@ -15,7 +17,7 @@ import (
 // the maintenance leader.
 type rescuer struct {
 	pool *pgxpool.Pool
-	q    *queries
+	q    *jobsql.Queries
 	log  *slog.Logger
 	obs  *Observer // nil for none
 	// clientID names the rescuing client in the log.
@@ -48,9 +50,9 @@ func (r *rescuer) run(ctx context.Context) {
 // its old fence; rescue.sql re-checks id, fence, state and expiry, so that
 // completion stands.
 func (r *rescuer) rescue(limit int) (int, error) {
-	ctx, cancel := context.WithTimeout(r.base, writeTimeout)
+	ctx, cancel := context.WithTimeout(r.base, jobsql.WriteTimeout)
 	defer cancel()
-	rows, err := r.pool.Query(ctx, r.q.rescueCandidates, limit)
+	rows, err := r.pool.Query(ctx, r.q.RescueCandidates, limit)
 	if err != nil {
 		return 0, dbError("rescue", err)
 	}
@@ -75,7 +77,7 @@ func (r *rescuer) rescue(limit int) (int, error) {
 	if r.beforeWrite != nil {
 		r.beforeWrite(ids)
 	}
-	rows, err = r.pool.Query(ctx, r.q.rescue, oneShotPlan, ids, fences, delays)
+	rows, err = r.pool.Query(ctx, r.q.Rescue, jobsql.OneShotPlan, ids, fences, delays)
 	if err != nil {
 		return 0, dbError("rescue", err)
 	}

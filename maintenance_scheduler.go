@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/pgqueue/pgqueue/internal/jobsql"
 )
 
 // scheduler makes due scheduled jobs available (sql/schedule.sql, which
@@ -13,7 +15,7 @@ import (
 // queues. It runs on the maintenance leader.
 type scheduler struct {
 	pool *pgxpool.Pool
-	q    *queries
+	q    *jobsql.Queries
 	log  *slog.Logger
 	// base is the parent of its writes, detached from Stop.
 	base     context.Context
@@ -55,10 +57,10 @@ func (s *scheduler) run(ctx context.Context) {
 // scheduleDue makes up to limit due jobs available and returns their
 // queues and how many it moved.
 func (s *scheduler) scheduleDue(limit int) (queues map[string]struct{}, n int, err error) {
-	ctx, cancel := context.WithTimeout(s.base, writeTimeout)
+	ctx, cancel := context.WithTimeout(s.base, jobsql.WriteTimeout)
 	defer cancel()
 	queues = map[string]struct{}{}
-	rows, err := s.pool.Query(ctx, s.q.schedule, limit, s.channel)
+	rows, err := s.pool.Query(ctx, s.q.Schedule, limit, s.channel)
 	if err != nil {
 		return queues, 0, dbError("schedule", err)
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jackc/pgx/v5/stdlib"
 
+	"github.com/pgqueue/pgqueue/internal/jobsql"
 	"github.com/pgqueue/pgqueue/internal/pgsession"
 	"github.com/pgqueue/pgqueue/internal/sqlschema"
 	"github.com/pgqueue/pgqueue/migrations"
@@ -42,7 +43,7 @@ type Migrator struct {
 	m      *migrate.Migrate
 	db     *sql.DB
 	pool   *pgxpool.Pool
-	q      *queries
+	q      *jobsql.Queries
 	schema string
 }
 
@@ -54,7 +55,7 @@ func NewMigrator(ctx context.Context, pool *pgxpool.Pool, schema string) (*Migra
 	if pool == nil {
 		return nil, errNilPool
 	}
-	q, err := loadQueries(schema) // validates the schema
+	q, err := jobsql.Load(schema) // validates the schema
 	if err != nil {
 		return nil, err
 	}
@@ -114,16 +115,16 @@ func checkDirect(ctx context.Context, pool *pgxpool.Pool) error {
 // createSchema creates the schema under a transaction-scoped advisory lock:
 // concurrent CREATE SCHEMA IF NOT EXISTS can otherwise fail with a unique
 // violation.
-func createSchema(ctx context.Context, pool *pgxpool.Pool, q *queries, schema string) error {
+func createSchema(ctx context.Context, pool *pgxpool.Pool, q *jobsql.Queries, schema string) error {
 	tx, err := pool.Begin(ctx)
 	if err != nil {
 		return dbError("migrate: create schema", err)
 	}
 	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
-	if _, err := tx.Exec(ctx, q.createSchemaLock, schema); err != nil {
+	if _, err := tx.Exec(ctx, q.CreateSchemaLock, schema); err != nil {
 		return dbError("migrate: create schema", err)
 	}
-	if _, err := tx.Exec(ctx, q.createSchema); err != nil {
+	if _, err := tx.Exec(ctx, q.CreateSchema); err != nil {
 		return dbError("migrate: create schema", err)
 	}
 	return dbError("migrate: create schema", tx.Commit(ctx))
@@ -184,13 +185,13 @@ func (mg *Migrator) run(ctx context.Context, op string, step func() error) (_ Mi
 	if err != nil {
 		return MigrateResult{}, dbError("migrate "+op, err)
 	}
-	if _, err := conn.Exec(ctx, mg.q.migrateLock, mg.schema); err != nil {
+	if _, err := conn.Exec(ctx, mg.q.MigrateLock, mg.schema); err != nil {
 		conn.Release()
 		return MigrateResult{}, dbError("migrate "+op+": lock", err)
 	}
 	defer func() {
 		var unlocked bool
-		uerr := conn.QueryRow(context.WithoutCancel(ctx), mg.q.migrateUnlock, mg.schema).Scan(&unlocked)
+		uerr := conn.QueryRow(context.WithoutCancel(ctx), mg.q.MigrateUnlock, mg.schema).Scan(&unlocked)
 		if uerr != nil || !unlocked {
 			// Closing the session is the sure way to drop its lock.
 			_ = conn.Conn().Close(context.WithoutCancel(ctx))
@@ -283,6 +284,6 @@ func (s *schemaSource) fill(r io.ReadCloser, id string, err error) (io.ReadClose
 	sql := sqlschema.Fill(string(b), s.schema)
 	// The channel is made of the validated schema name: letters, digits and
 	// '_' only, safe inside a string literal.
-	sql = strings.ReplaceAll(sql, migrations.ChannelPlaceholder, notifyChannel(s.schema))
+	sql = strings.ReplaceAll(sql, migrations.ChannelPlaceholder, jobsql.NotifyChannel(s.schema))
 	return io.NopCloser(strings.NewReader(sql)), id, nil
 }

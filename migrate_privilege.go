@@ -7,6 +7,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/pgqueue/pgqueue/internal/jobsql"
 	"github.com/pgqueue/pgqueue/internal/schemaversion"
 	"github.com/pgqueue/pgqueue/internal/sqlschema"
 )
@@ -53,14 +54,14 @@ func schemaCurrent(ctx context.Context, pool *pgxpool.Pool, schema string) (uint
 // schema's owner, and again after applying new migrations. role must be
 // a lower-case SQL identifier like a schema name (ErrInvalid).
 func GrantsSQL(schema, role string) (string, error) {
-	if schema == "" {
-		schema = DefaultSchema
+	if err := sqlschema.Validate(schema); err != nil {
+		return "", err
 	}
 	if err := sqlschema.Validate(role); err != nil {
 		return "", fmt.Errorf("%w role name: %q", ErrInvalid, role)
 	}
-	var grants string
-	if err := sqlschema.Load(sqlFiles, "sql", schema, map[string]*string{"grants": &grants}); err != nil {
+	grants, err := jobsql.Grants(schema)
+	if err != nil {
 		return "", err
 	}
 	var out strings.Builder

@@ -8,6 +8,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/pgqueue/pgqueue/internal/jobsql"
 )
 
 // poller asks once per interval which of the client's queues have
@@ -16,7 +18,7 @@ import (
 // to campaign. One query for all queues (sql/poll.sql).
 type poller struct {
 	pool     *pgxpool.Pool
-	q        *queries
+	q        *jobsql.Queries
 	log      *slog.Logger
 	queues   []string
 	interval time.Duration
@@ -48,9 +50,9 @@ func (p *poller) poll(ctx context.Context) error {
 	if err := p.schema.blocked(); err != nil {
 		return err
 	}
-	ctx, cancel := context.WithTimeout(ctx, writeTimeout)
+	ctx, cancel := context.WithTimeout(ctx, jobsql.WriteTimeout)
 	defer cancel()
-	rows, err := p.pool.Query(ctx, p.q.poll, p.queues, maintenanceLease)
+	rows, err := p.pool.Query(ctx, p.q.Poll, p.queues, maintenanceLease)
 	if err != nil {
 		return p.schema.observe(ctx, err)
 	}

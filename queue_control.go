@@ -55,9 +55,9 @@ func (c *Client) queueControl(ctx context.Context, db interface {
 	}
 	var err error
 	if verb == "pause" {
-		_, err = db.Exec(ctx, c.q.queuePause, name)
+		_, err = db.Exec(ctx, c.q.QueuePause, name)
 	} else {
-		_, err = db.Exec(ctx, c.q.queueResume, name, c.channel)
+		_, err = db.Exec(ctx, c.q.QueueResume, name, c.channel)
 	}
 	if err != nil {
 		return dbError(op, err)
@@ -106,7 +106,7 @@ func (c *Client) QueueList(ctx context.Context) ([]*QueueInfo, error) {
 	if err := ctxError(ctx, op); err != nil {
 		return nil, err
 	}
-	rows, err := c.pool.Query(ctx, c.q.queueList)
+	rows, err := c.pool.Query(ctx, c.q.QueueList)
 	if err != nil {
 		return nil, dbError(op, err)
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/pgqueue/pgqueue/internal/jobsql"
 	"github.com/pgqueue/pgqueue/pglock"
 )
 
@@ -52,7 +53,7 @@ type singletonRun struct {
 // lock, taken through pglock like any user would.
 type singletonRunner struct {
 	pool  *pgxpool.Pool
-	q     *queries
+	q     *jobsql.Queries
 	locks *pglock.Locker
 	log   *slog.Logger
 	// jobLease bounds how long a SingletonXact transaction may sit idle.
@@ -74,7 +75,7 @@ func (r *singletonRunner) run(ctx, handlerCtx context.Context, cancel context.Ca
 			return singletonRun{err: err}
 		}
 		release := func() {
-			uctx, ucancel := context.WithTimeout(context.WithoutCancel(ctx), writeTimeout)
+			uctx, ucancel := context.WithTimeout(context.WithoutCancel(ctx), jobsql.WriteTimeout)
 			defer ucancel()
 			if err := lock.Unlock(uctx); err != nil {
 				r.log.Warn("pgqueue: singleton unlock", "job", row.ID, "key", row.SingletonKey, "err", err)
@@ -82,7 +83,7 @@ func (r *singletonRunner) run(ctx, handlerCtx context.Context, cancel context.Ca
 		}
 		// Claim the resource's fence first: from here on, writes fenced
 		// with an older holder's LockFence are refused.
-		if _, err := r.pool.Exec(ctx, r.q.checkFence, name, lock.Fence()); err != nil {
+		if _, err := r.pool.Exec(ctx, r.q.CheckFence, name, lock.Fence()); err != nil {
 			release()
 			return singletonRun{err: fmt.Errorf("singleton %q: record fence: %w", row.SingletonKey, err)}
 		}
@@ -97,7 +98,7 @@ func (r *singletonRunner) run(ctx, handlerCtx context.Context, cancel context.Ca
 		return singletonRun{err: dbError("singleton begin", err)}
 	}
 	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
-	if _, err := tx.Exec(ctx, r.q.setIdleTimeout, fmt.Sprint(r.jobLease.Milliseconds())); err != nil {
+	if _, err := tx.Exec(ctx, r.q.SetIdleTimeout, fmt.Sprint(r.jobLease.Milliseconds())); err != nil {
 		return singletonRun{err: dbError("singleton set timeout", err)}
 	}
 	fence, err := r.locks.TryLockXact(ctx, tx, name)
@@ -112,7 +113,7 @@ func (r *singletonRunner) run(ctx, handlerCtx context.Context, cancel context.Ca
 		return singletonRun{err: err, trace: trace}
 	}
 	if !job.completedInTx.Load() { // unless the handler did it itself
-		if err := completeInTx(ctx, tx, r.q, row); err != nil {
+		if err := jobsql.CompleteInTx(ctx, tx, r.q, row); err != nil {
 			return singletonRun{err: err}
 		}
 		job.completedInTx.Store(true)

@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/pgqueue/pgqueue/internal/jobsql"
 	"github.com/pgqueue/pgqueue/internal/workone"
 )
 
@@ -24,11 +25,11 @@ func init() {
 // Config.JobLease.
 func (c *Client) workOne(ctx context.Context, id int64) (Outcome, error, error) {
 	cfg := c.config
-	rows, err := c.pool.Query(ctx, c.q.claimID, id, cfg.JobLease.Microseconds(), cfg.ID)
+	rows, err := c.pool.Query(ctx, c.q.ClaimID, id, cfg.JobLease.Microseconds(), cfg.ID)
 	if err != nil {
 		return "", nil, dbError(fmt.Sprintf("claim job %d", id), err)
 	}
-	jobs, err := collectJobRows(rows)
+	jobs, err := jobsql.CollectJobRows(rows)
 	if err != nil {
 		return "", nil, dbError(fmt.Sprintf("claim job %d", id), err)
 	}
@@ -54,7 +55,7 @@ func (c *Client) workOne(ctx context.Context, id int64) (Outcome, error, error) 
 		}
 	}
 	base := context.WithoutCancel(ctx)
-	outcomes := &outcomeReader{pool: c.pool, q: c.q, base: base}
+	outcomes := &jobsql.OutcomeReader{Pool: c.pool, Q: c.q, Base: base}
 	k := newCompleter(base, c.pool.Query, c.q, outcomes, c.log, 1, 0, cfg.JobLease)
 	k.obs = &obs
 	go k.run()

@@ -1,4 +1,4 @@
-package pgqueue
+package jobsql
 
 import (
 	"encoding/binary"
@@ -9,35 +9,37 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
+
+	"github.com/pgqueue/pgqueue/pgqueuetype"
 )
 
-// scanJobRow reads a job row as returned by claim.sql and insert.sql, whose
+// ScanJobRow reads a job row as returned by claim.sql and insert.sql, whose
 // RETURNING lists must keep this order.
-func scanJobRow(row pgx.CollectableRow) (*JobRow, error) {
-	var s jobScanner
-	return s.scan(row)
+func ScanJobRow(row pgx.CollectableRow) (*pgqueuetype.JobRow, error) {
+	var s Scanner
+	return s.Scan(row)
 }
 
-// collectJobRows reads all the rows of a claim with one jobScanner. When
+// CollectJobRows reads all the rows of a claim with one Scanner. When
 // the columns come in pgx's binary formats with pgx's standard codecs (as
 // they do from claim.sql), it decodes them itself (see fastScan); any other
 // result, and any row with a value it does not expect, takes pgx's scan.
-func collectJobRows(rows pgx.Rows) ([]*JobRow, error) {
+func CollectJobRows(rows pgx.Rows) ([]*pgqueuetype.JobRow, error) {
 	defer rows.Close()
-	var s jobScanner
-	var out []*JobRow
+	var s Scanner
+	var out []*pgqueuetype.JobRow
 	fast, checked := false, false
 	for rows.Next() {
 		if !checked {
-			fast, checked = s.fastScanFits(rows), true
+			fast, checked = s.FastScanFits(rows), true
 		}
-		var j *JobRow
+		var j *pgqueuetype.JobRow
 		if fast {
-			j = s.fastScan(rows.RawValues())
+			j = s.FastScan(rows.RawValues())
 		}
 		if j == nil {
 			var err error
-			if j, err = s.scan(rows); err != nil {
+			if j, err = s.Scan(rows); err != nil {
 				return nil, err
 			}
 		}
@@ -46,17 +48,17 @@ func collectJobRows(rows pgx.Rows) ([]*JobRow, error) {
 	return out, rows.Err()
 }
 
-// jobScanner scans job rows. Reused across the rows of a claim, its
+// Scanner scans job rows. Reused across the rows of a claim, its
 // scratch values and destination list cost their allocations once per
 // claim instead of once per row.
-type jobScanner struct {
+type Scanner struct {
 	// Of fastScan: where timestamps are shown (pgx's ScanLocation), the
 	// strings of the last row (most rows of a claim share them), and the
 	// blocks rows and their bytes are cut from.
 	location                                   *time.Location
 	jsonbBinary                                bool
 	lastQueue, lastKind, lastState, lastWorker string
-	rowBlock                                   []JobRow
+	rowBlock                                   []pgqueuetype.JobRow
 	blockSize                                  int
 	byteBlock                                  []byte
 
@@ -68,27 +70,27 @@ type jobScanner struct {
 	dest                                 []any
 }
 
-func (s *jobScanner) scan(row pgx.CollectableRow) (*JobRow, error) {
+func (s *Scanner) Scan(row pgx.CollectableRow) (*pgqueuetype.JobRow, error) {
 	return s.scanAfter(row)
 }
 
-// scanFlagged reads a row whose job columns follow a leading boolean, as
+// ScanFlagged reads a row whose job columns follow a leading boolean, as
 // insert_unique.sql returns them.
-func (s *jobScanner) scanFlagged(row pgx.CollectableRow) (flag bool, _ *JobRow, err error) {
+func (s *Scanner) ScanFlagged(row pgx.CollectableRow) (flag bool, _ *pgqueuetype.JobRow, err error) {
 	j, err := s.scanAfter(row, &flag)
 	return flag, j, err
 }
 
 // scanAfter reads the job columns after the columns of lead.
-func (s *jobScanner) scanAfter(row pgx.Row, lead ...any) (*JobRow, error) {
-	j := &JobRow{}
+func (s *Scanner) scanAfter(row pgx.Row, lead ...any) (*pgqueuetype.JobRow, error) {
+	j := &pgqueuetype.JobRow{}
 	s.dest = append(append(s.dest[:0], lead...), &j.ID, &j.Queue, &j.Kind, &j.EncodedArgs, &j.Priority, &s.state, &j.Attempt, &j.MaxAttempts,
 		&j.RunAt, &s.fence, &s.leaseUntil, &s.workerID, &s.errs, &j.Tags, &j.Meta,
 		&j.CreatedAt, &s.attemptedAt, &s.finalizedAt, &s.singleton)
 	if err := row.Scan(s.dest...); err != nil {
 		return nil, err
 	}
-	j.State = JobState(s.state)
+	j.State = pgqueuetype.JobState(s.state)
 	j.Fence = s.fence.Int64
 	j.LeaseUntil, j.AttemptedAt, j.FinalizedAt = s.leaseUntil.Time, s.attemptedAt.Time, s.finalizedAt.Time
 	j.WorkerID, j.SingletonKey = s.workerID.String, s.singleton.String
@@ -102,7 +104,7 @@ func (s *jobScanner) scanAfter(row pgx.Row, lead ...any) (*JobRow, error) {
 }
 
 // The columns of claim.sql's RETURNING list, in order, with the types
-// fastScan decodes them as.
+// FastScan decodes them as.
 var jobColumnOIDs = [...]uint32{
 	pgtype.Int8OID, pgtype.TextOID, pgtype.TextOID, pgtype.JSONBOID, pgtype.Int2OID, pgtype.TextOID,
 	pgtype.Int4OID, pgtype.Int4OID, pgtype.TimestamptzOID, pgtype.Int8OID, pgtype.TimestamptzOID,
@@ -110,11 +112,11 @@ var jobColumnOIDs = [...]uint32{
 	pgtype.TimestamptzOID, pgtype.TimestamptzOID, pgtype.TextOID,
 }
 
-// fastScanFits reports whether fastScan can decode the rows of this
+// FastScanFits reports whether fastScan can decode the rows of this
 // result: every column of the expected type, in binary, decoded by pgx's
 // standard codec (a connection may register others). It takes pgx's
 // ScanLocation for timestamps.
-func (s *jobScanner) fastScanFits(rows pgx.Rows) bool {
+func (s *Scanner) FastScanFits(rows pgx.Rows) bool {
 	fds := rows.FieldDescriptions()
 	conn := rows.Conn()
 	if len(fds) != len(jobColumnOIDs) || conn == nil {
@@ -154,14 +156,14 @@ func (s *jobScanner) fastScanFits(rows pgx.Rows) bool {
 	return true
 }
 
-// fastScan decodes a claimed row's binary values as pgx's scan into the
+// FastScan decodes a claimed row's binary values as pgx's scan into the
 // same fields would, without its per-column plans and with fewer
 // allocations: rows and their bytes are cut from shared blocks, and a
 // string equal to the last row's (queue, kind, state, worker) is reused.
 // It returns nil for a row holding anything out of the ordinary (a NULL
 // where the column is never NULL, an infinite timestamp, tags): pgx's scan
 // reads that row instead, and reports its errors.
-func (s *jobScanner) fastScan(v [][]byte) *JobRow {
+func (s *Scanner) FastScan(v [][]byte) *pgqueuetype.JobRow {
 	if len(v) != len(jobColumnOIDs) {
 		return nil
 	}
@@ -170,12 +172,12 @@ func (s *jobScanner) fastScan(v [][]byte) *JobRow {
 	if len(s.rowBlock) == 0 {
 		// Blocks grow with the claim, so a small claim wastes little.
 		s.blockSize = min(max(2*s.blockSize, 8), 256)
-		s.rowBlock = make([]JobRow, s.blockSize)
+		s.rowBlock = make([]pgqueuetype.JobRow, s.blockSize)
 	}
 	j := &s.rowBlock[0]
 	row, ok := s.fastScanInto(j, v)
 	if !ok {
-		*j = JobRow{}
+		*j = pgqueuetype.JobRow{}
 		return nil
 	}
 	s.rowBlock = s.rowBlock[1:]
@@ -183,7 +185,7 @@ func (s *jobScanner) fastScan(v [][]byte) *JobRow {
 }
 
 // fastScanInto is fastScan's decoding into j.
-func (s *jobScanner) fastScanInto(j *JobRow, v [][]byte) (*JobRow, bool) {
+func (s *Scanner) fastScanInto(j *pgqueuetype.JobRow, v [][]byte) (*pgqueuetype.JobRow, bool) {
 	var ok bool
 	if j.ID, ok = int8Value(v[0]); !ok {
 		return nil, false
@@ -195,7 +197,7 @@ func (s *jobScanner) fastScanInto(j *JobRow, v [][]byte) (*JobRow, bool) {
 	j.Kind, s.lastKind = reuseString(v[2], s.lastKind)
 	var state string
 	state, s.lastState = reuseString(v[5], s.lastState)
-	j.State = JobState(state)
+	j.State = pgqueuetype.JobState(state)
 	if len(v[4]) != 2 || len(v[6]) != 4 || len(v[7]) != 4 {
 		return nil, false
 	}
@@ -249,7 +251,7 @@ func (s *jobScanner) fastScanInto(j *JobRow, v [][]byte) (*JobRow, bool) {
 
 // bytes returns a copy of b cut from the scanner's block, capacity
 // limited so an append cannot reach the next row's bytes.
-func (s *jobScanner) bytes(b []byte) []byte {
+func (s *Scanner) bytes(b []byte) []byte {
 	if len(b) > cap(s.byteBlock)-len(s.byteBlock) {
 		if len(b) > 1024 {
 			return append([]byte(nil), b...)
@@ -281,7 +283,7 @@ func int8Value(b []byte) (int64, bool) {
 
 // jsonbText is a jsonb value's JSON text, nil for NULL or a binary format
 // it does not know.
-func (s *jobScanner) jsonbText(b []byte) []byte {
+func (s *Scanner) jsonbText(b []byte) []byte {
 	if !s.jsonbBinary || b == nil {
 		return b
 	}
@@ -301,7 +303,7 @@ var (
 
 // timeValue decodes a binary timestamptz as pgx does (time.Unix, in its
 // ScanLocation if set); NULL is the zero time when nullable.
-func (s *jobScanner) timeValue(b []byte, nullable bool) (time.Time, bool) {
+func (s *Scanner) timeValue(b []byte, nullable bool) (time.Time, bool) {
 	if b == nil {
 		return time.Time{}, nullable
 	}

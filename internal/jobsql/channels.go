@@ -1,18 +1,18 @@
-package pgqueue
+package jobsql
 
 import (
 	"fmt"
 	"hash/fnv"
 )
 
-// notifyChannel is the NOTIFY channel of a schema's inserts: the schema
+// NotifyChannel is the NOTIFY channel of a schema's inserts: the schema
 // name and "_jobs", kept within PostgreSQL's 63-byte identifier limit. The
 // payload is a queue name.
-func notifyChannel(schema string) string { return schemaChannel(schema, "_jobs") }
+func NotifyChannel(schema string) string { return schemaChannel(schema, "_jobs") }
 
-// controlChannel is the NOTIFY channel of a schema's control messages
-// (see control_channel.go): the schema name and "_control".
-func controlChannel(schema string) string { return schemaChannel(schema, "_control") }
+// ControlChannel is the NOTIFY channel of a schema's control messages
+// (see the executor's control messages): the schema name and "_control".
+func ControlChannel(schema string) string { return schemaChannel(schema, "_control") }
 
 // schemaChannel names a channel of schema: schema+suffix, or, when that
 // exceeds 63 bytes, the schema's head and a hash of all of it.
