@@ -7,6 +7,7 @@ import (
 	"sync"
 
 	"github.com/pgqueue/pgqueue/internal/jobsql"
+	"github.com/pgqueue/pgqueue/internal/loop"
 	"github.com/pgqueue/pgqueue/pglock"
 )
 
@@ -76,6 +77,6 @@ func (m *maintenance) reportQueues(ctx context.Context) {
 		}
 	}
 	report()
-	every(ctx, m.obs.QueuesInterval, report)
+	loop.Every(ctx, m.obs.QueuesInterval, report)
 	m.obs.Queues(nil)
 }

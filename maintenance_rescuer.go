@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/pgqueue/pgqueue/internal/jobsql"
+	"github.com/pgqueue/pgqueue/internal/loop"
 )
 
 // rescuer puts back running jobs whose lease expired: their worker died,
@@ -34,7 +35,7 @@ const rescueBatch = 1000
 
 // run rescues every interval until ctx (the term) ends.
 func (r *rescuer) run(ctx context.Context) {
-	every(ctx, r.interval, func() {
+	loop.Every(ctx, r.interval, func() {
 		n, err := r.rescue(rescueBatch)
 		switch {
 		case err != nil:

@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/pgqueue/pgqueue/internal/jobsql"
+	"github.com/pgqueue/pgqueue/internal/loop"
 )
 
 // poller asks once per interval which of the client's queues have
@@ -35,7 +36,7 @@ type poller struct {
 // while it lasts and when it ends, not at every poll.
 func (p *poller) run(ctx context.Context) {
 	failures := newFailureLog(p.log, "pgqueue: poll failed", "pgqueue: poll succeeds again")
-	every(ctx, p.interval, func() {
+	loop.Every(ctx, p.interval, func() {
 		err := p.poll(ctx)
 		switch {
 		case err == nil:

@@ -1,0 +1,24 @@
+// Package loop holds the one timing helper the client's background loops
+// share (the poller and the maintenance tasks). It imports only the
+// standard library.
+package loop
+
+import (
+	"context"
+	"time"
+)
+
+// Every calls f once per interval, the first time one interval from now,
+// until ctx ends.
+func Every(ctx context.Context, interval time.Duration, f func()) {
+	tick := time.NewTicker(interval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+			f()
+		}
+	}
+}
