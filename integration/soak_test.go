@@ -470,7 +470,7 @@ func (e *soakEnv) enqueueLoop(ctx context.Context, r *rand.Rand, f *soakFigures)
 			continue
 		}
 		batch++
-		params := make([]pgqueue.EnqueueParams, perBatch)
+		params := make([]pgqueue.EnqueueManyParams, perBatch)
 		for i := range params {
 			n++
 			params[i] = soakJob(r, batch, n)
@@ -498,9 +498,9 @@ func (e *soakEnv) enqueueLoop(ctx context.Context, r *rand.Rand, f *soakFigures)
 }
 
 // soakJob draws one job of the mix.
-func soakJob(r *rand.Rand, batch, n int64) pgqueue.EnqueueParams {
+func soakJob(r *rand.Rand, batch, n int64) pgqueue.EnqueueManyParams {
 	a := soakJobArgs{kind: "soak", Batch: batch, N: n}
-	opts := &pgqueue.InsertOpts{}
+	opts := &pgqueue.EnqueueOpts{}
 	switch p := r.IntN(100); {
 	case p < 10: // singleton, transaction lock
 		a.kind, a.Key = "soak_single_x", fmt.Sprintf("x%d", r.IntN(4))
@@ -533,7 +533,7 @@ func soakJob(r *rand.Rand, batch, n int64) pgqueue.EnqueueParams {
 	case p < 76: // waits a while: JobCancel finds it waiting
 		opts.RunAt = time.Now().Add(time.Duration(1000+r.IntN(4000)) * time.Millisecond)
 	}
-	return pgqueue.EnqueueParams{Args: a, Opts: opts}
+	return pgqueue.EnqueueManyParams{Args: a, Opts: opts}
 }
 
 // cancelLoop cancels a waiting job and a running one now and then.

@@ -132,7 +132,7 @@ type jobOpts struct {
 	results [len(resultKinds)]atomic.Int64
 }
 
-// resultKinds are the results Observer.Recorded counts, in the order of
+// resultKinds are the results Observer.ResultRecorded counts, in the order of
 // Instrumentation.results.
 var resultKinds = [...]pgqueue.Outcome{pgqueue.OutcomeCompleted, pgqueue.OutcomeRetried, pgqueue.OutcomeDiscarded,
 	pgqueue.OutcomeCancelled, pgqueue.OutcomeSnoozed, pgqueue.OutcomeReleased}
@@ -275,7 +275,7 @@ func (in *Instrumentation) Install(cfg *pgqueue.Config) error {
 	if cfg.Observer != nil {
 		return ErrObserverSet
 	}
-	cfg.EnqueueMiddleware = append([]pgqueue.EnqueueMiddleware{in.InsertMiddleware()}, cfg.EnqueueMiddleware...)
+	cfg.EnqueueMiddleware = append([]pgqueue.EnqueueMiddleware{in.EnqueueMiddleware()}, cfg.EnqueueMiddleware...)
 	cfg.WorkMiddleware = append([]pgqueue.WorkMiddleware{in.WorkMiddleware()}, cfg.WorkMiddleware...)
 	cfg.Observer = in.Observer()
 	return nil
@@ -352,11 +352,11 @@ func (in *Instrumentation) newJobOpts(key queueKind) *jobOpts {
 // producer is the start option of every insert's span.
 var producer = trace.WithSpanKind(trace.SpanKindProducer)
 
-// InsertMiddleware returns the middleware that counts inserted jobs, and
+// EnqueueMiddleware returns the middleware that counts inserted jobs, and
 // wraps each insert under a sampled span (or chosen at SpanRatio) in a
 // producer span whose trace context, when sampled, it stores in every
 // job's meta under MetaKey.
-func (in *Instrumentation) InsertMiddleware() pgqueue.EnqueueMiddleware {
+func (in *Instrumentation) EnqueueMiddleware() pgqueue.EnqueueMiddleware {
 	return pgqueue.EnqueueMiddlewareFunc(in.insert)
 }
 

@@ -46,7 +46,7 @@ type Match struct {
 	// Tags must all be among the job's tags.
 	Tags []string
 	// Unique, if not nil, says whether the job is unique (was inserted
-	// with InsertOpts.Unique).
+	// with EnqueueOpts.Unique).
 	Unique *bool
 	// SingletonKey, if not empty, is the job's singleton key.
 	SingletonKey string

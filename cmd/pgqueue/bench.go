@@ -68,7 +68,7 @@ Flags:
 	--schema NAME       schema for the run (default "pgqueue_bench")
 	--jobs N            burn-down jobs (default 500000)
 	--workers N         the client's MaxWorkers (default 1000)
-	--claim-ahead D     the clients' Config.ClaimAhead (default: the
+	--claim-ahead D     the clients' Config.ClaimAheadWindow (default: the
 	                    library's; negative: only a claim's round trip)
 	--raw               burn-down: also run the raw-SQL ceiling
 	--raw-conns N       connections the raw run uses (default 2)

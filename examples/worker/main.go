@@ -48,9 +48,9 @@ type WelcomeEmailArgs struct {
 // Kind implements pgqueue.JobArgs.
 func (WelcomeEmailArgs) Kind() string { return "welcome_email" }
 
-// InsertOpts puts emails on their own queue wherever they are enqueued
+// EnqueueOpts puts emails on their own queue wherever they are enqueued
 // from Go, so a slow mail provider never holds up payments.
-func (WelcomeEmailArgs) InsertOpts() pgqueue.EnqueueOpts {
+func (WelcomeEmailArgs) EnqueueOpts() pgqueue.EnqueueOpts {
 	return pgqueue.EnqueueOpts{Queue: "email", MaxAttempts: 10}
 }
 

@@ -84,7 +84,7 @@ type Args struct {
 	// keeps a stale holder's effect out.
 	NoCheck bool `json:"no_check,omitempty"`
 	// Key is the singleton key (singleton kinds) or the unique key (unique
-	// kind), as given in InsertOpts.
+	// kind), as given in EnqueueOpts.
 	Key string `json:"key,omitempty"`
 }
 
@@ -94,7 +94,7 @@ type EffectArgs struct{ Args }
 // Kind implements pgqueue.JobArgs.
 func (EffectArgs) Kind() string { return "soak" }
 
-// UniqueArgs are unique jobs (InsertOpts.Unique by Key).
+// UniqueArgs are unique jobs (EnqueueOpts.Unique by Key).
 type UniqueArgs struct{ Args }
 
 // Kind implements pgqueue.JobArgs.

@@ -58,7 +58,7 @@ type Config struct {
 	// PoolConns, if set, is the size of the pool each timed run opens for
 	// its client; default Pool's MaxConns.
 	PoolConns int
-	// ClaimAhead, if not zero, is the clients' Config.ClaimAhead
+	// ClaimAhead, if not zero, is the clients' Config.ClaimAheadWindow
 	// (negative: hold only a claim's round trip ahead).
 	ClaimAhead time.Duration
 	// Processes is how many child processes BurnDownProcesses starts,
