@@ -480,10 +480,10 @@ func (e *soakEnv) enqueueLoop(ctx context.Context, r *rand.Rand, f *soakFigures)
 			if err != nil {
 				return err
 			}
-			if _, err := tx.Exec(opCtx, `INSERT INTO batches (id, inserted, duplicates) VALUES ($1, $2, $3)`, batch, res.Inserted, len(res.Duplicates)); err != nil {
+			if _, err := tx.Exec(opCtx, `INSERT INTO batches (id, inserted, duplicates) VALUES ($1, $2, $3)`, batch, res.Enqueued, len(res.Duplicates)); err != nil {
 				return err
 			}
-			f.inserted.Add(res.Inserted)
+			f.inserted.Add(res.Enqueued)
 			f.duplicates.Add(int64(len(res.Duplicates)))
 			return nil
 		})
