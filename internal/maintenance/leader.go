@@ -31,7 +31,8 @@ type Leader struct {
 	// ReportQueues, when set, reads the queues' counts and hands them to
 	// the observer: at the start of each term and every QueuesInterval of
 	// it.
-	ReportQueues   func(ctx context.Context) error
+	ReportQueues func(ctx context.Context) error
+	// QueuesInterval is the time between two reports.
 	QueuesInterval time.Duration
 	// QueuesEnded tells the observer, at the end of a term, that another
 	// client reports the counts now. Required with ReportQueues.

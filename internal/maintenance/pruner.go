@@ -17,9 +17,10 @@ import (
 // transaction, and it touches final rows only, which no claim reads or
 // locks.
 type Pruner struct {
-	Pool     *pgxpool.Pool
-	Q        *jobsql.Queries
-	Log      *slog.Logger
+	Pool *pgxpool.Pool
+	Q    *jobsql.Queries
+	Log  *slog.Logger
+	// Interval is the time between two rounds.
 	Interval time.Duration
 	// The retention of each final state; a negative one keeps its jobs.
 	Completed, Cancelled, Discarded time.Duration

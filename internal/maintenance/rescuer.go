@@ -35,7 +35,8 @@ type Rescuer struct {
 	Base context.Context
 	// Retry sets when a rescued job runs again, as for a failed attempt
 	// whose error is ErrJobLeaseLost.
-	Retry    RetryPolicy
+	Retry RetryPolicy
+	// Interval is the time between two rounds.
 	Interval time.Duration
 	// BeforeWrite, a test hook, runs between the read and the write.
 	BeforeWrite func(ids []int64)

@@ -20,7 +20,8 @@ type Scheduler struct {
 	// Base is the parent of its writes, detached from Stop.
 	Base context.Context
 	// Channel is the NOTIFY channel of the schema's inserts.
-	Channel  string
+	Channel string
+	// Interval is the time between two rounds.
 	Interval time.Duration
 	// Wake tells the local producer of a queue that jobs wait.
 	Wake func(queue string)
