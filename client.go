@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/pgqueue/pgqueue/internal/jobsql"
+	"github.com/pgqueue/pgqueue/internal/maintenance"
 	"github.com/pgqueue/pgqueue/internal/notifier"
 	"github.com/pgqueue/pgqueue/pglock"
 )
@@ -126,7 +127,7 @@ func (c *Client) Start(ctx context.Context) error {
 		// it is free; followers need not ask again every few seconds.
 		electorCfg.RetryInterval = 3 * cfg.LeaderTTL
 	}
-	elector, err := c.locks.NewElector(maintenanceLease, electorCfg)
+	elector, err := c.locks.NewElector(maintenance.Lease, electorCfg)
 	if err != nil {
 		return err
 	}
@@ -215,22 +216,34 @@ func (c *Client) Start(ctx context.Context) error {
 			return err
 		}
 	}
-	leader := &maintenance{
-		elector:   elector,
-		log:       c.log,
-		obs:       cfg.Observer,
-		queueList: c.QueueList,
-		scheduler: &scheduler{pool: c.pool, q: c.q, log: c.log, base: base, channel: c.channel,
-			interval: cfg.SchedulerInterval, wake: c.wake},
-		rescuer: &rescuer{pool: c.pool, q: c.q, log: c.log, obs: cfg.Observer, clientID: cfg.ID, base: base, retry: cfg.RetryPolicy,
-			interval: cfg.RescueInterval, beforeWrite: c.testHooks.beforeRescueWrite},
-		pruner: &pruner{pool: c.pool, q: c.q, log: c.log, interval: cfg.PruneInterval,
-			completed: cfg.CompletedJobRetention, cancelled: cfg.CancelledJobRetention, discarded: cfg.DiscardedJobRetention},
-		periodic: &periodicEnqueuer{pool: c.pool, q: c.q, log: c.log, base: base, jobs: c.periodic,
-			insert: c.enqueuePeriodic, wake: c.wake, leaderTTL: cfg.LeaderTTL},
+	var rescued func(RescuedJob)
+	if cfg.Observer != nil {
+		rescued = cfg.Observer.Rescued
+	}
+	leader := &maintenance.Leader{
+		Elector: elector,
+		Log:     c.log,
+		Scheduler: &maintenance.Scheduler{Pool: c.pool, Q: c.q, Log: c.log, Base: base, Channel: c.channel,
+			Interval: cfg.SchedulerInterval, Wake: c.wake},
+		Rescuer: &maintenance.Rescuer{Pool: c.pool, Q: c.q, Log: c.log, Rescued: rescued, ClientID: cfg.ID, Base: base, Retry: cfg.RetryPolicy,
+			Interval: cfg.RescueInterval, BeforeWrite: c.testHooks.beforeRescueWrite},
+		Pruner: &maintenance.Pruner{Pool: c.pool, Q: c.q, Log: c.log, Interval: cfg.PruneInterval,
+			Completed: cfg.CompletedJobRetention, Cancelled: cfg.CancelledJobRetention, Discarded: cfg.DiscardedJobRetention},
+		Periodic: c.periodicEnqueuer(base),
+	}
+	if obs := cfg.Observer; obs != nil && obs.Queues != nil {
+		leader.ReportQueues = func(ctx context.Context) error {
+			qs, err := c.QueueList(ctx)
+			if err == nil {
+				obs.Queues(qs)
+			}
+			return err
+		}
+		leader.QueuesInterval = obs.QueuesInterval
+		leader.QueuesEnded = func() { obs.Queues(nil) }
 	}
 	s.loops.Add(1)
-	go func() { defer s.loops.Done(); leader.run(fetch) }()
+	go func() { defer s.loops.Done(); leader.Run(fetch) }()
 	c.running, c.active = s, active
 	return nil
 }

@@ -6,6 +6,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/pgqueue/pgqueue/internal/jobsql"
+	"github.com/pgqueue/pgqueue/internal/maintenance"
 )
 
 // ClaimTx runs the claim statement inside tx, as a producer's claim does in
@@ -22,7 +23,7 @@ func ClaimTx(ctx context.Context, c *Client, tx pgx.Tx, queue string, limit int)
 // Poll runs the poll statement for queues and returns the queues it says
 // have jobs to claim.
 func Poll(ctx context.Context, c *Client, queues []string) ([]string, error) {
-	rows, err := c.pool.Query(ctx, c.q.Poll, queues, maintenanceLease)
+	rows, err := c.pool.Query(ctx, c.q.Poll, queues, maintenance.Lease)
 	if err != nil {
 		return nil, err
 	}

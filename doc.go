@@ -58,7 +58,8 @@
 // once, recorded in the same transaction as its job. And it deletes
 // finished jobs once their state's retention has passed
 // ([Config.CompletedJobRetention] and the others), in short batches.
-// (maintenance.go and the tasks in maintenance_*.go.)
+// (internal/maintenance: leader.go and a file per task; the periodic
+// API in periodic.go.)
 //
 // [Migrate] creates and upgrades the schema from the embedded SQL files of
 // the migrations package; every statement and migration names its objects
@@ -79,7 +80,7 @@
 //
 // A job state: the CHECK in a new migration, [JobState] in job.go, and the
 // statements in sql/ that move rows between states. A maintenance task:
-// a file maintenance_<task>.go and a field of maintenance. A lock kind:
-// package pglock. Every default of [Config] is in config.go; every
+// a file <task>.go in internal/maintenance and a field of its Leader. A
+// lock kind: package pglock. Every default of [Config] is in config.go; every
 // sentinel error in errors.go.
 package pgqueue

@@ -1,8 +1,11 @@
 package pgqueue
 
 import (
+	"cmp"
 	"context"
+	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -10,6 +13,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/pgqueue/pgqueue/internal/maintenance"
 )
 
 // PeriodicJobConstructor returns the args and insert options of one run of
@@ -210,12 +215,83 @@ func (p *PeriodicJobs) signal() {
 // while it runs.
 func (c *Client) PeriodicJobs() *PeriodicJobs { return c.periodic }
 
-// enqueuePeriodic inserts one run of a periodic job in tx, through the
-// client's insert path, and returns its queue.
-func (c *Client) enqueuePeriodic(ctx context.Context, tx pgx.Tx, args JobArgs, opts *EnqueueOpts) (string, error) {
-	res, err := c.EnqueueTx(ctx, tx, args, opts)
-	if err != nil {
-		return "", err
+// periodicEnqueuer returns the maintenance task that enqueues c's
+// periodic jobs, its writes under base.
+func (c *Client) periodicEnqueuer(base context.Context) *maintenance.PeriodicEnqueuer {
+	return &maintenance.PeriodicEnqueuer{Pool: c.pool, Q: c.q, Log: c.log, Base: base,
+		Jobs: c.periodicJobs, Changed: c.periodic.changed, Wake: c.wake, LeaderTTL: c.config.LeaderTTL}
+}
+
+// periodicJobs returns the jobs of c.periodic as the maintenance task
+// enqueues them, each with its defaults applied.
+func (c *Client) periodicJobs() []*maintenance.PeriodicJob {
+	jobs := c.periodic.snapshot()
+	missedAfter := max(defaultPeriodicMissedAfter, 3*c.config.LeaderTTL)
+	out := make([]*maintenance.PeriodicJob, 0, len(jobs))
+	for _, j := range jobs {
+		out = append(out, &maintenance.PeriodicJob{
+			Name: j.name, Schedule: j.schedule, RunOnStart: j.opts.RunOnStart,
+			CatchUp:     j.opts.Missed == MissedCatchUp,
+			MissedAfter: cmp.Or(j.opts.MissedAfter, missedAfter),
+			Enqueue: func(ctx context.Context, tx pgx.Tx, run maintenance.PeriodicRun) (string, bool, error) {
+				return c.enqueuePeriodic(ctx, tx, j, run)
+			},
+		})
 	}
-	return res.Queue, nil
+	return out
+}
+
+// enqueuePeriodic makes run of job with its constructor and enqueues it in
+// tx through the client's enqueue path. It returns the job's queue, or ""
+// when the constructor skipped the run; with an error, invalid says that
+// trying again would end the same.
+func (c *Client) enqueuePeriodic(ctx context.Context, tx pgx.Tx, job *PeriodicJob, run maintenance.PeriodicRun) (queue string, invalid bool, err error) {
+	args, opts, err := construct(job)
+	if err == nil && args == nil {
+		return "", false, nil
+	}
+	if err == nil {
+		var res *EnqueueResult
+		if res, err = c.EnqueueTx(ctx, tx, args, periodicOpts(opts, job.name, run)); err == nil {
+			return res.Queue, false, nil
+		}
+	}
+	return "", isInvalidJob(err), err
+}
+
+// construct calls job's constructor; a panic becomes an error.
+func construct(job *PeriodicJob) (args JobArgs, opts *EnqueueOpts, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("%w job args: periodic job %q: constructor panicked: %v", ErrInvalid, job.name, r)
+		}
+	}()
+	args, opts = job.constructor()
+	return args, opts, nil
+}
+
+// isInvalidJob reports whether err says a job is invalid, before anything
+// was sent to the database, or that an insert middleware chose to skip it:
+// either way, trying again would end the same.
+func isInvalidJob(err error) bool {
+	for _, target := range []error{ErrInvalid, ErrTooLarge, ErrNotEnqueued} {
+		if errors.Is(err, target) {
+			return true
+		}
+	}
+	return false
+}
+
+// periodicOpts returns opts with the run's mark in Meta, leaving opts as
+// the constructor made it.
+func periodicOpts(opts *EnqueueOpts, name string, r maintenance.PeriodicRun) *EnqueueOpts {
+	var o EnqueueOpts
+	if opts != nil {
+		o = *opts
+	}
+	meta := make(map[string]any, len(o.Meta)+1)
+	maps.Copy(meta, o.Meta)
+	meta["periodic"] = map[string]any{"name": name, "instant": r.Instant.UTC().Format(time.RFC3339Nano), "run": r.Kind}
+	o.Meta = meta
+	return &o
 }

@@ -129,15 +129,6 @@ type everySchedule struct{ d time.Duration }
 // String returns the schedule as CronSchedule would read it.
 func (s everySchedule) String() string { return "@every " + s.d.String() }
 
-// describeSchedule is a schedule's text for operators: its String when it
-// has one, else its Go type.
-func describeSchedule(s PeriodicSchedule) string {
-	if str, ok := s.(fmt.Stringer); ok {
-		return str.String()
-	}
-	return fmt.Sprintf("%T", s)
-}
-
 // Next returns the first multiple of d since the epoch after t.
 func (s everySchedule) Next(t time.Time) time.Time {
 	d := s.d.Microseconds()
@@ -166,22 +157,4 @@ func validateSchedule(s PeriodicSchedule) error {
 		}
 	}
 	return nil
-}
-
-// latestBefore returns s's latest instant before cut, given that s has one
-// in (after, cut). It searches the time between after and cut by halves,
-// about sixty calls of Next however many instants there are: after days
-// of downtime an every-second job has hundreds of thousands.
-func latestBefore(s PeriodicSchedule, after, cut time.Time) time.Time {
-	// Invariant: s.Next(lo) < cut <= s.Next(hi).
-	lo, hi := after, cut
-	for hi.Sub(lo) > time.Nanosecond {
-		mid := lo.Add(hi.Sub(lo) / 2)
-		if next := s.Next(mid); !next.IsZero() && next.Before(cut) {
-			lo = mid
-		} else {
-			hi = mid
-		}
-	}
-	return s.Next(lo)
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/pgqueue/pgqueue/internal/jobsql"
 	"github.com/pgqueue/pgqueue/internal/loop"
+	"github.com/pgqueue/pgqueue/internal/maintenance"
 )
 
 // poller asks once per interval which of the client's queues have
@@ -53,7 +54,7 @@ func (p *poller) poll(ctx context.Context) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, jobsql.WriteTimeout)
 	defer cancel()
-	rows, err := p.pool.Query(ctx, p.q.Poll, p.queues, maintenanceLease)
+	rows, err := p.pool.Query(ctx, p.q.Poll, p.queues, maintenance.Lease)
 	if err != nil {
 		return p.schema.observe(ctx, err)
 	}

@@ -1,4 +1,4 @@
-package pgqueue
+package maintenance
 
 import (
 	"context"
@@ -10,37 +10,39 @@ import (
 	"github.com/pgqueue/pgqueue/internal/jobsql"
 )
 
-// scheduler makes due scheduled jobs available (sql/schedule.sql, which
+// Scheduler makes due scheduled jobs available (sql/schedule.sql, which
 // also notifies their queues) and wakes the local producers of those
 // queues. It runs on the maintenance leader.
-type scheduler struct {
-	pool *pgxpool.Pool
-	q    *jobsql.Queries
-	log  *slog.Logger
-	// base is the parent of its writes, detached from Stop.
-	base     context.Context
-	channel  string
-	interval time.Duration
-	// wake tells the local producer of a queue that jobs wait.
-	wake func(queue string)
+type Scheduler struct {
+	Pool *pgxpool.Pool
+	Q    *jobsql.Queries
+	Log  *slog.Logger
+	// Base is the parent of its writes, detached from Stop.
+	Base context.Context
+	// Channel is the NOTIFY channel of the schema's inserts.
+	Channel string
+	// Interval is the time between two rounds.
+	Interval time.Duration
+	// Wake tells the local producer of a queue that jobs wait.
+	Wake func(queue string)
 }
 
 // scheduleBatch is the most jobs one statement makes available.
 const scheduleBatch = 1000
 
-// run schedules every interval until ctx (the term) ends.
-func (s *scheduler) run(ctx context.Context) {
-	tick := time.NewTicker(s.interval)
+// Run schedules every interval until ctx (the term) ends.
+func (s *Scheduler) Run(ctx context.Context) {
+	tick := time.NewTicker(s.Interval)
 	defer tick.Stop()
 	for {
 		for {
 			queues, n, err := s.scheduleDue(scheduleBatch)
 			if err != nil {
-				s.log.Error("pgqueue: scheduler failed", "err", err)
+				s.Log.Error("pgqueue: scheduler failed", "err", err)
 				break
 			}
 			for q := range queues {
-				s.wake(q)
+				s.Wake(q)
 			}
 			if n < scheduleBatch || ctx.Err() != nil {
 				break
@@ -56,11 +58,11 @@ func (s *scheduler) run(ctx context.Context) {
 
 // scheduleDue makes up to limit due jobs available and returns their
 // queues and how many it moved.
-func (s *scheduler) scheduleDue(limit int) (queues map[string]struct{}, n int, err error) {
-	ctx, cancel := context.WithTimeout(s.base, jobsql.WriteTimeout)
+func (s *Scheduler) scheduleDue(limit int) (queues map[string]struct{}, n int, err error) {
+	ctx, cancel := context.WithTimeout(s.Base, jobsql.WriteTimeout)
 	defer cancel()
 	queues = map[string]struct{}{}
-	rows, err := s.pool.Query(ctx, s.q.Schedule, limit, s.channel)
+	rows, err := s.Pool.Query(ctx, s.Q.Schedule, limit, s.Channel)
 	if err != nil {
 		return queues, 0, dbError("schedule", err)
 	}

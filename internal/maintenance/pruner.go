@@ -1,4 +1,4 @@
-package pgqueue
+package maintenance
 
 import (
 	"context"
@@ -10,39 +10,40 @@ import (
 	"github.com/pgqueue/pgqueue/internal/jobsql"
 )
 
-// pruner deletes finished jobs (completed, cancelled, discarded) once their
+// Pruner deletes finished jobs (completed, cancelled, discarded) once their
 // state's retention has passed since they finished. It runs on the
 // maintenance leader. Each batch is one short statement (sql/prune.sql)
 // walking jobs_finalized_idx, so a backlog of millions never holds a long
 // transaction, and it touches final rows only, which no claim reads or
 // locks.
-type pruner struct {
-	pool     *pgxpool.Pool
-	q        *jobsql.Queries
-	log      *slog.Logger
-	interval time.Duration
-	// The retention of each final state; RetainForever keeps its jobs.
-	completed, cancelled, discarded time.Duration
+type Pruner struct {
+	Pool *pgxpool.Pool
+	Q    *jobsql.Queries
+	Log  *slog.Logger
+	// Interval is the time between two rounds.
+	Interval time.Duration
+	// The retention of each final state; a negative one keeps its jobs.
+	Completed, Cancelled, Discarded time.Duration
 }
 
 // pruneBatch is the most jobs one statement deletes.
 const pruneBatch = 1000
 
-// run prunes at the start of the term and then every interval, until ctx
+// Run prunes at the start of the term and then every interval, until ctx
 // (the term) ends. It returns at once when every state is kept forever.
-func (p *pruner) run(ctx context.Context) {
-	if p.completed < 0 && p.cancelled < 0 && p.discarded < 0 {
+func (p *Pruner) Run(ctx context.Context) {
+	if p.Completed < 0 && p.Cancelled < 0 && p.Discarded < 0 {
 		return
 	}
-	tick := time.NewTicker(p.interval)
+	tick := time.NewTicker(p.Interval)
 	defer tick.Stop()
 	for {
 		n, err := p.prune(ctx)
 		if n > 0 {
-			p.log.Info("pgqueue: pruned finished jobs", "jobs", n)
+			p.Log.Info("pgqueue: pruned finished jobs", "jobs", n)
 		}
 		if err != nil && ctx.Err() == nil {
-			p.log.Error("pgqueue: prune failed", "err", err)
+			p.Log.Error("pgqueue: prune failed", "err", err)
 		}
 		select {
 		case <-ctx.Done():
@@ -60,7 +61,7 @@ func (p *pruner) run(ctx context.Context) {
 // long as the last one took: a backlog is drained at half the speed the
 // server could go, leaving it the CPU and WAL bandwidth for the claims and
 // completions beside it (see docs/performance.md).
-func (p *pruner) prune(ctx context.Context) (int, error) {
+func (p *Pruner) prune(ctx context.Context) (int, error) {
 	total := 0
 	var after time.Time // the year 1: before any job
 	for ctx.Err() == nil {
@@ -86,12 +87,12 @@ func (p *pruner) prune(ctx context.Context) (int, error) {
 // finished. Its statement runs under the term's context, not a detached
 // one: a delete cut short by the end of the term loses nothing, as the
 // rows stay for the next leader.
-func (p *pruner) pruneBatch(ctx context.Context, after time.Time, limit int) (n int, last time.Time, err error) {
+func (p *Pruner) pruneBatch(ctx context.Context, after time.Time, limit int) (n int, last time.Time, err error) {
 	ctx, cancel := context.WithTimeout(ctx, jobsql.WriteTimeout)
 	defer cancel()
 	var lastAt *time.Time
-	err = p.pool.QueryRow(ctx, p.q.Prune, after,
-		retentionMicros(p.completed), retentionMicros(p.cancelled), retentionMicros(p.discarded), limit,
+	err = p.Pool.QueryRow(ctx, p.Q.Prune, after,
+		retentionMicros(p.Completed), retentionMicros(p.Cancelled), retentionMicros(p.Discarded), limit,
 	).Scan(&n, &lastAt)
 	if err != nil {
 		return 0, after, dbError("prune", err)
