@@ -19,7 +19,7 @@ import (
 )
 
 // maintenanceLease is the lease the maintenance leader holds: the same name
-// as pgqueue's maintenance.go (TestOverviewShowsLeader keeps them equal).
+// as pgqueue's internal/maintenance (Lease) (TestOverviewShowsLeader keeps them equal).
 const maintenanceLease = "pgqueue:maintenance"
 
 // jobsPageSize is the jobs list's page.
