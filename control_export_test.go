@@ -6,6 +6,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/pgqueue/pgqueue/internal/jobsql"
+	"github.com/pgqueue/pgqueue/internal/producer"
 )
 
 // ClaimTx runs the claim statement inside tx, as a producer's claim does in
@@ -22,17 +23,9 @@ func ClaimTx(ctx context.Context, c *Client, tx pgx.Tx, queue string, limit int)
 // Poll runs the poll statement for queues and returns the queues it says
 // have jobs to claim.
 func Poll(ctx context.Context, c *Client, queues []string) ([]string, error) {
-	rows, err := c.pool.Query(ctx, c.q.Poll, queues, maintenanceLease)
-	if err != nil {
-		return nil, err
-	}
 	var out []string
-	var q *string
-	_, err = pgx.ForEachRow(rows, []any{&q}, func() error {
-		if q != nil {
-			out = append(out, *q)
-		}
-		return nil
-	})
+	p := &producer.Poller{Pool: c.pool, Queries: c.q, Queues: queues, LeaderLease: maintenanceLease,
+		Wake: func(queue string) { out = append(out, queue) }, LeaderFree: func() {}}
+	err := p.Poll(ctx)
 	return out, err
 }
