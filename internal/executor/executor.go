@@ -145,7 +145,7 @@ func (e *Executor) Execute(cj *ClaimedJob) {
 	ctx, cancel := context.WithCancelCause(e.jobParent)
 	defer cancel(nil)
 	job := e.active.addIn(&cj.active, row, cancel, cj.sent, e.jobLease)
-	ctx = withJob(ctx, job, e.owner)
+	ctx = withJob(ctx, job, e)
 	if w == nil {
 		e.active.remove(job)
 		e.results.Send(e.unknownKind(row))
