@@ -113,7 +113,11 @@ func TestCompleteTx(t *testing.T) {
 		got := make(chan error, 1)
 		checked := make(chan struct{})
 		pool, c := setup(t, func(c *pgqueue.Client, pool *pgxpool.Pool) func(ctx context.Context, job *pgqueue.Job[effectArgs]) error {
-			return func(ctx context.Context, job *pgqueue.Job[effectArgs]) error {
+			return func(jobCtx context.Context, job *pgqueue.Job[effectArgs]) error {
+				// The heartbeat may see the takeover first and cancel the
+				// job's context; the fence must refuse the write anyway,
+				// so the writes here outlive that cancellation.
+				ctx := context.WithoutCancel(jobCtx)
 				// Someone took the job over while this handler ran.
 				if _, err := pool.Exec(ctx, "UPDATE pgqueue.jobs SET fence = nextval('pgqueue.fence_seq') WHERE id = $1", job.ID); err != nil {
 					return err

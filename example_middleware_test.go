@@ -18,7 +18,7 @@ func (InvoiceArgs) Kind() string { return "invoice" }
 
 // Invoices go to their own queue with few attempts, unless the caller says
 // otherwise.
-func (InvoiceArgs) InsertOpts() pgqueue.EnqueueOpts {
+func (InvoiceArgs) EnqueueOpts() pgqueue.EnqueueOpts {
 	return pgqueue.EnqueueOpts{Queue: "billing", MaxAttempts: 3}
 }
 

@@ -18,7 +18,7 @@ type reportArgs struct {
 
 func (reportArgs) Kind() string { return "report" }
 
-func (reportArgs) InsertOpts() pgqueue.EnqueueOpts {
+func (reportArgs) EnqueueOpts() pgqueue.EnqueueOpts {
 	return pgqueue.EnqueueOpts{
 		Queue:       "reports",
 		Priority:    3,
@@ -37,7 +37,7 @@ type bulkArgs struct {
 
 func (bulkArgs) Kind() string { return "bulk" }
 
-func (bulkArgs) InsertOpts() pgqueue.EnqueueOpts {
+func (bulkArgs) EnqueueOpts() pgqueue.EnqueueOpts {
 	return pgqueue.EnqueueOpts{Queue: "bulk", Priority: 2, MaxAttempts: 4, Tags: []string{"bulk"}}
 }
 
