@@ -39,10 +39,12 @@ type ErrorDecision struct {
 // is a value: a nil decision is the zero one.
 type errorHandler struct{ h ErrorHandler }
 
+// HandleError asks the client's handler about an error.
 func (a errorHandler) HandleError(ctx context.Context, job *JobRow, err error) executor.ErrorDecision {
 	return a.h.HandleError(ctx, job, err).decision()
 }
 
+// HandlePanic asks the client's handler about a panic.
 func (a errorHandler) HandlePanic(ctx context.Context, job *JobRow, value any, stack string) executor.ErrorDecision {
 	return a.h.HandlePanic(ctx, job, value, stack).decision()
 }
