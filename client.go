@@ -10,9 +10,12 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/pgqueue/pgqueue/internal/completer"
+	"github.com/pgqueue/pgqueue/internal/executor"
 	"github.com/pgqueue/pgqueue/internal/jobsql"
 	"github.com/pgqueue/pgqueue/internal/maintenance"
 	"github.com/pgqueue/pgqueue/internal/notifier"
+	"github.com/pgqueue/pgqueue/internal/producer"
 	"github.com/pgqueue/pgqueue/pglock"
 )
 
@@ -38,7 +41,7 @@ type Client struct {
 	// active is the running-jobs registry of the last Start. It outlives
 	// Stop, so a handler still draining can complete its job in its own
 	// transaction (CompleteTx).
-	active *activeJobs
+	active *executor.ActiveJobs
 
 	// periodic are the periodic jobs the maintenance leader enqueues.
 	periodic *PeriodicJobs
@@ -87,10 +90,10 @@ type started struct {
 	// cancelJobs cancels every running job, with cause ErrStopping once
 	// Stop's own deadline passed.
 	cancelJobs context.CancelCauseFunc
-	producers  map[string]*producer
+	producers  map[string]*producer.Producer
 	notifier   *notifier.Notifier // nil when the client works no queue
-	completer  *completer
-	heartbeats *heartbeater
+	completer  *completer.Completer
+	heartbeats *executor.Heartbeater
 	loops      sync.WaitGroup // producers, poller, maintenance
 }
 
@@ -137,36 +140,39 @@ func (c *Client) Start(ctx context.Context) error {
 	base := context.WithoutCancel(ctx)
 	fetch, cancelFetch := context.WithCancel(ctx)
 	jobs, cancelJobs := context.WithCancelCause(ctx)
-	s := &started{cancelFetch: cancelFetch, cancelJobs: cancelJobs, producers: map[string]*producer{}}
-	active := newActiveJobs()
-	// Job contexts are not children of jobs (see activeJobs.cancelAll).
-	context.AfterFunc(jobs, func() { active.cancelAll(context.Cause(jobs)) })
+	s := &started{cancelFetch: cancelFetch, cancelJobs: cancelJobs, producers: map[string]*producer.Producer{}}
+	active := executor.NewActiveJobs()
+	// Job contexts are not children of jobs (see ActiveJobs.CancelAll).
+	context.AfterFunc(jobs, func() { active.CancelAll(context.Cause(jobs)) })
 
 	outcomes := &jobsql.OutcomeReader{Pool: c.pool, Q: c.q, Base: base}
 	finishQuery := c.pool.Query
 	if c.testHooks.finishQuery != nil {
 		finishQuery = c.testHooks.finishQuery
 	}
-	s.completer = newCompleter(base, finishQuery, c.q, outcomes, c.log, cfg.CompleteBatchSize, cfg.CompleteBatchDelay, cfg.JobLease)
-	s.completer.obs = cfg.Observer
-	go s.completer.run()
-	s.heartbeats = newHeartbeater(base, c.pool, c.q, active, c.log, cfg.HeartbeatInterval, cfg.JobLease)
-	s.heartbeats.obs = cfg.Observer
-	go s.heartbeats.run()
+	obs := resultObserver(cfg.Observer)
+	s.completer = c.newCompleter(base, finishQuery, outcomes, obs, cfg.CompleteBatchSize, cfg.CompleteBatchDelay)
+	go s.completer.Run()
+	s.heartbeats = executor.NewHeartbeater(executor.HeartbeaterConfig{Pool: c.pool, Queries: c.q, Active: active, Log: c.log,
+		WriteRefused: obs.WriteRefused, Base: base, Interval: cfg.HeartbeatInterval, JobLease: cfg.JobLease})
+	go s.heartbeats.Run()
 
-	exec := c.newExecutor(active, s.completer, outcomes, jobs)
+	exec := executor.New(c.executorConfig(active, s.completer, outcomes, obs, jobs))
 	// One watch: the poller and the claims stop and start again together.
-	watch := &schemaWatch{pool: c.pool, schema: cfg.Schema, log: cfg.Logger}
-	claims := &claimer{pool: c.pool, q: c.q, base: base, jobLease: cfg.JobLease, clientID: cfg.ID, schemaName: cfg.Schema, log: c.log, obs: cfg.Observer, schema: watch}
+	watch := &producer.SchemaWatch{Pool: c.pool, Schema: cfg.Schema, Log: cfg.Logger}
+	claims := &producer.Claimer{Pool: c.pool, Queries: c.q, Base: base, JobLease: cfg.JobLease, ClientID: cfg.ID, Schema: cfg.Schema,
+		Log: c.log, Claimed: cfg.Observer.Claimed, Watch: watch}
 	for name, qc := range cfg.Queues {
-		p := newProducer(name, qc.MaxWorkers, claims, exec, cfg.Workers, c.log, cfg.ClaimBatchDelay, claimHorizon(cfg.ClaimAheadWindow, cfg.JobLease), c.testHooks.claimAged)
+		p := producer.New(producer.Config{Queue: name, MaxWorkers: qc.MaxWorkers, Claims: claims, Exec: exec,
+			Lookup: cfg.Workers.lookup, Log: c.log, BatchDelay: cfg.ClaimBatchDelay,
+			ClaimAheadWindow: cfg.ClaimAheadWindow, JobLease: cfg.JobLease, ClaimAged: c.testHooks.claimAged})
 		s.producers[name] = p
 		s.loops.Add(1)
-		go func() { defer s.loops.Done(); p.run(fetch) }()
+		go func() { defer s.loops.Done(); p.Run(fetch) }()
 	}
 	wake := func(queue string) {
 		if p := s.producers[queue]; p != nil {
-			p.wake()
+			p.Wake()
 		}
 	}
 	if len(s.producers) > 0 {
@@ -174,9 +180,10 @@ func (c *Client) Start(ctx context.Context) error {
 		for q := range s.producers {
 			queues = append(queues, q)
 		}
-		poll := &poller{pool: c.pool, q: c.q, log: c.log, queues: queues, interval: cfg.FetchPollInterval, wake: wake, leaderFree: elector.Nudge, schema: watch}
+		poll := &producer.Poller{Pool: c.pool, Queries: c.q, Log: c.log, Queues: queues, Interval: cfg.FetchPollInterval,
+			LeaderLease: maintenance.Lease, Wake: wake, LeaderFree: elector.Nudge, Watch: watch}
 		s.loops.Add(1)
-		go func() { defer s.loops.Done(); poll.run(fetch) }()
+		go func() { defer s.loops.Done(); poll.Run(fetch) }()
 	}
 	if len(s.producers) > 0 && sessions.listen != nil {
 		var listenLost atomic.Bool
@@ -185,7 +192,7 @@ func (c *Client) Start(ctx context.Context) error {
 			Channels:   []string{c.channel, c.control},
 			OnNotify: func(channel, payload string) {
 				if channel == c.control {
-					active.handleControl(payload, c.log)
+					active.HandleControl(payload, c.log)
 					return
 				}
 				wake(payload)
@@ -197,9 +204,9 @@ func (c *Client) Start(ctx context.Context) error {
 				}
 				// Cancel requests notified meanwhile were lost too: the
 				// heartbeat reads them from the rows.
-				s.heartbeats.nudge()
+				s.heartbeats.Nudge()
 				for _, p := range s.producers {
-					p.wake()
+					p.Wake()
 				}
 			},
 			OnError: func(err error) {
@@ -210,8 +217,8 @@ func (c *Client) Start(ctx context.Context) error {
 		if err != nil {
 			cancelFetch()
 			s.loops.Wait()
-			s.completer.stop(ctx)
-			s.heartbeats.stop()
+			s.completer.Stop(ctx)
+			s.heartbeats.Stop()
 			cancelJobs(ErrStopping)
 			return err
 		}
@@ -248,28 +255,36 @@ func (c *Client) Start(ctx context.Context) error {
 	return nil
 }
 
-// newExecutor returns the executor of a started client (or of
+// resultObserver is the part of obs the completer and the executor call.
+func resultObserver(obs *Observer) completer.Observer {
+	return completer.Observer{BatchWritten: obs.BatchWritten, ResultRecorded: obs.ResultRecorded, WriteRefused: obs.WriteRefused}
+}
+
+// newCompleter returns the completer of a started client (or of
+// pgqueuetest.WorkJob), writing with query.
+func (c *Client) newCompleter(base context.Context, query completer.QueryFunc, outcomes *jobsql.OutcomeReader, obs completer.Observer, batchSize int, batchDelay time.Duration) *completer.Completer {
+	return completer.New(completer.Config{Query: query, Queries: c.q, Outcomes: outcomes, Log: c.log, Observer: obs, Base: base,
+		BatchSize: batchSize, BatchDelay: batchDelay, GiveUp: c.config.JobLease})
+}
+
+// executorConfig describes the executor of a started client (or of
 // pgqueuetest.WorkJob): jobs ends when the client cancels its jobs.
-func (c *Client) newExecutor(active *activeJobs, results *completer, outcomes *jobsql.OutcomeReader, jobs context.Context) *executor {
+func (c *Client) executorConfig(active *executor.ActiveJobs, results *completer.Completer, outcomes *jobsql.OutcomeReader, obs completer.Observer, jobs context.Context) executor.Config {
 	cfg := c.config
-	return &executor{
-		active:    active,
-		results:   results,
-		outcomes:  outcomes,
-		singleton: &singletonRunner{pool: c.pool, q: c.q, locks: c.locks, log: c.log, jobLease: cfg.JobLease},
-		stopping:  jobs,
-		jobParent: context.WithoutCancel(jobs),
-		log:       c.log,
-		obs:       cfg.Observer,
-		retry:     cfg.RetryPolicy,
-		jobContext: func(ctx context.Context, j *activeJob) context.Context {
-			return withJobContext(ctx, c, j)
-		},
-		jobLease: cfg.JobLease, jobTimeout: cfg.JobTimeout,
-		unknownKindDelay: cfg.UnknownKindDelay, singletonRetryDelay: cfg.SingletonRetryDelay,
-		unknownKindMaxTries: cfg.UnknownKindMaxTries,
-		middleware:          cfg.WorkMiddleware, errorHandler: cfg.ErrorHandler,
+	ec := executor.Config{
+		Active: active, Results: results, Outcomes: outcomes,
+		Pool: c.pool, Queries: c.q, Locks: c.locks,
+		Jobs: jobs, Log: c.log, Observer: obs,
+		Retry: cfg.RetryPolicy, Owner: c,
+		Middleware: workMiddleware(cfg.WorkMiddleware),
+		JobLease:   cfg.JobLease, JobTimeout: cfg.JobTimeout,
+		UnknownKindDelay: cfg.UnknownKindDelay, SingletonRetryDelay: cfg.SingletonRetryDelay,
+		UnknownKindMaxTries: cfg.UnknownKindMaxTries,
 	}
+	if cfg.ErrorHandler != nil {
+		ec.ErrorHandler = errorHandler{cfg.ErrorHandler}
+	}
+	return ec
 }
 
 // Stop stops fetching new jobs and waits for running ones to finish and
@@ -296,14 +311,14 @@ func (c *Client) Stop(ctx context.Context) error {
 		// Results are written before heartbeats end: until then the jobs
 		// are still claimed. Past Stop's deadline, failing writes are not
 		// retried: the rescuer will find those jobs.
-		s.completer.stop(ctx)
-		s.heartbeats.stop()
+		s.completer.Stop(ctx)
+		s.heartbeats.Stop()
 	}()
 
 	done := make(chan struct{})
 	go func() {
 		for _, p := range s.producers {
-			p.waitExecutors()
+			p.WaitExecutors()
 		}
 		close(done)
 	}()
@@ -333,12 +348,12 @@ func (c *Client) wake(queue string) {
 		return
 	}
 	if p := s.producers[queue]; p != nil {
-		p.wake()
+		p.Wake()
 	}
 }
 
 // activeJobs returns the running-jobs registry of the last Start, or nil.
-func (c *Client) activeJobs() *activeJobs {
+func (c *Client) activeJobs() *executor.ActiveJobs {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.active

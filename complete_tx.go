@@ -6,6 +6,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/pgqueue/pgqueue/internal/executor"
 	"github.com/pgqueue/pgqueue/internal/jobsql"
 )
 
@@ -28,12 +29,12 @@ func (c *Client) CompleteTx(ctx context.Context, tx pgx.Tx, job *JobRow) error {
 	if err := jobsql.CompleteInTx(ctx, tx, c.q, job); err != nil {
 		return err
 	}
-	if jc := jobContextFrom(ctx); jc != nil && jc.job.row.ID == job.ID && jc.job.row.Fence == job.Fence {
+	if j := executor.JobFromContext(ctx); j != nil && j.Row().ID == job.ID && j.Row().Fence == job.Fence {
 		// The handler's own job, also when pgqueuetest.WorkJob runs it on
 		// a client that is not started.
-		jc.job.completedInTx.Store(true)
+		j.MarkCompletedInTx()
 	} else if active := c.activeJobs(); active != nil {
-		active.markCompletedInTx(job.ID, job.Fence)
+		active.MarkCompletedInTx(job.ID, job.Fence)
 	}
 	return nil
 }

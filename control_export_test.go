@@ -7,6 +7,7 @@ import (
 
 	"github.com/pgqueue/pgqueue/internal/jobsql"
 	"github.com/pgqueue/pgqueue/internal/maintenance"
+	"github.com/pgqueue/pgqueue/internal/producer"
 )
 
 // ClaimTx runs the claim statement inside tx, as a producer's claim does in
@@ -23,17 +24,9 @@ func ClaimTx(ctx context.Context, c *Client, tx pgx.Tx, queue string, limit int)
 // Poll runs the poll statement for queues and returns the queues it says
 // have jobs to claim.
 func Poll(ctx context.Context, c *Client, queues []string) ([]string, error) {
-	rows, err := c.pool.Query(ctx, c.q.Poll, queues, maintenance.Lease)
-	if err != nil {
-		return nil, err
-	}
 	var out []string
-	var q *string
-	_, err = pgx.ForEachRow(rows, []any{&q}, func() error {
-		if q != nil {
-			out = append(out, *q)
-		}
-		return nil
-	})
+	p := &producer.Poller{Pool: c.pool, Queries: c.q, Queues: queues, LeaderLease: maintenance.Lease,
+		Wake: func(queue string) { out = append(out, queue) }, LeaderFree: func() {}}
+	err := p.Poll(ctx)
 	return out, err
 }

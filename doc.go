@@ -20,8 +20,8 @@
 // and in what order (priority, run_at, id): each claimed job becomes
 // running with a new fence token from the schema's fence_seq and a lease
 // of [Config.JobLease] by the database clock. Notifications, a poller and
-// finished jobs tell the producer when to claim. (producer.go, claim.go,
-// claim_ahead.go, poller.go.)
+// finished jobs tell the producer when to claim. (internal/producer:
+// producer.go, claim.go, claim_ahead.go, poller.go.)
 //
 // Work. The executor runs the job's handler, registered by kind with
 // [AddWorker] in [Workers], with a timeout and a context that is cancelled
@@ -30,8 +30,9 @@
 // [Config.RetryPolicy] until [EnqueueOpts.MaxAttempts], then discarded),
 // [JobCancel] or [JobSnooze]. Singleton jobs ([EnqueueOpts.SingletonKey])
 // run under their key's lock. While jobs run, heartbeats renew their
-// leases in one statement. (worker.go, executor.go, work_result.go,
-// retry.go, singleton.go, active_jobs.go, heartbeat.go.)
+// leases in one statement. (worker.go, work_result.go, retry.go,
+// singleton.go; internal/executor: executor.go, singleton.go,
+// active_jobs.go, heartbeat.go.)
 //
 // Fence. Every later write about the job names its fence; the database
 // refuses a stale one. Handlers get the token as [JobRow].Fence and can
@@ -49,7 +50,8 @@
 //
 // Complete. The completer gathers results for a few milliseconds and
 // writes each batch in one fenced statement; when a reply is lost it reads
-// the jobs back to learn what landed. (completer.go, outcome.go.)
+// the jobs back to learn what landed. (internal/completer;
+// internal/jobsql/outcome.go.)
 //
 // Maintenance. One client per schema, elected on a pglock lease lock, makes
 // due scheduled jobs available and rescues running jobs whose lease

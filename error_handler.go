@@ -2,8 +2,9 @@ package pgqueue
 
 import (
 	"context"
-	"runtime/debug"
 	"time"
+
+	"github.com/pgqueue/pgqueue/internal/executor"
 )
 
 // ErrorHandler is told of every failed attempt, as Config.ErrorHandler:
@@ -34,7 +35,24 @@ type ErrorDecision struct {
 	RetryDelay time.Duration
 }
 
-// newPanicError is called from a deferred recover.
-func newPanicError(v any) *PanicError {
-	return &PanicError{Value: v, Stack: string(debug.Stack())}
+// errorHandler adapts an ErrorHandler to the executor's, whose decision
+// is a value: a nil decision is the zero one.
+type errorHandler struct{ h ErrorHandler }
+
+// HandleError asks the client's handler about an error.
+func (a errorHandler) HandleError(ctx context.Context, job *JobRow, err error) executor.ErrorDecision {
+	return a.h.HandleError(ctx, job, err).decision()
+}
+
+// HandlePanic asks the client's handler about a panic.
+func (a errorHandler) HandlePanic(ctx context.Context, job *JobRow, value any, stack string) executor.ErrorDecision {
+	return a.h.HandlePanic(ctx, job, value, stack).decision()
+}
+
+// decision is d as the executor takes it; d may be nil.
+func (d *ErrorDecision) decision() executor.ErrorDecision {
+	if d == nil {
+		return executor.ErrorDecision{}
+	}
+	return executor.ErrorDecision{Discard: d.Discard, RetryDelay: d.RetryDelay}
 }

@@ -7,7 +7,10 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/pgqueue/pgqueue/internal/completer"
+	"github.com/pgqueue/pgqueue/internal/executor"
 	"github.com/pgqueue/pgqueue/internal/jobsql"
+	"github.com/pgqueue/pgqueue/internal/producer"
 )
 
 // CopyThreshold is the batch size from which EnqueueMany writes with COPY.
@@ -38,20 +41,20 @@ func Pool(c *Client) interface {
 
 // Claim runs one claim of up to limit jobs of queue, as a producer does.
 func Claim(ctx context.Context, c *Client, queue string, limit int) ([]*JobRow, error) {
-	claims := &claimer{pool: c.pool, q: c.q, base: ctx, jobLease: c.config.JobLease, clientID: c.config.ID}
-	return claims.claim(queue, limit, false)
+	claims := &producer.Claimer{Pool: c.pool, Queries: c.q, Base: ctx, JobLease: c.config.JobLease, ClientID: c.config.ID}
+	return claims.Claim(queue, limit, false)
 }
 
 // Complete writes the completion of jobs in one fenced statement, as the
 // completer does, and returns how many it updated.
 func Complete(ctx context.Context, c *Client, jobs []*JobRow) (int, error) {
 	outcomes := &jobsql.OutcomeReader{Pool: c.pool, Q: c.q, Base: ctx}
-	k := newCompleter(ctx, c.pool.Query, c.q, outcomes, c.log, len(jobs), 0, c.config.JobLease)
-	batch := make([]result, len(jobs))
+	k := c.newCompleter(ctx, c.pool.Query, outcomes, completer.Observer{}, len(jobs), 0)
+	batch := make([]completer.Result, len(jobs))
 	for i, j := range jobs {
-		batch[i] = result{row: j, op: opComplete}
+		batch[i] = completer.Result{Row: j, Op: completer.OpComplete}
 	}
-	updated, err := k.exec(batch)
+	updated, err := k.Exec(batch)
 	return len(updated), err
 }
 
@@ -69,13 +72,13 @@ func Started(c *Client) bool {
 // whether the row took it.
 func Finish(ctx context.Context, c *Client, job *JobRow, op string, delay time.Duration) (bool, error) {
 	outcomes := &jobsql.OutcomeReader{Pool: c.pool, Q: c.q, Base: ctx}
-	k := newCompleter(ctx, c.pool.Query, c.q, outcomes, c.log, 1, 0, c.config.JobLease)
+	k := c.newCompleter(ctx, c.pool.Query, outcomes, completer.Observer{}, 1, 0)
 	var msg *string
-	if op != opComplete {
+	if op != completer.OpComplete {
 		s := "stale " + op
 		msg = &s
 	}
-	updated, err := k.exec([]result{{row: job, op: op, err: msg, delay: delay}})
+	updated, err := k.Exec([]completer.Result{{Row: job, Op: op, Err: msg, Delay: delay}})
 	return updated[job.ID], err
 }
 
@@ -83,21 +86,22 @@ func Finish(ctx context.Context, c *Client, job *JobRow, op string, delay time.D
 // does, and returns the ids it found lost (their contexts cancelled with
 // ErrJobLeaseLost) and those JobCancel asked to cancel.
 func Heartbeat(ctx context.Context, c *Client, jobs []*JobRow) (lost, cancelled []int64, err error) {
-	active := newActiveJobs()
+	active := executor.NewActiveJobs()
 	for _, j := range jobs {
-		active.add(j, func(error) {}, time.Now(), c.config.JobLease)
+		active.Add(j, func(error) {}, time.Now(), c.config.JobLease)
 	}
-	h := newHeartbeater(ctx, c.pool, c.q, active, c.log, c.config.HeartbeatInterval, c.config.JobLease)
-	snapshot := active.snapshot()
-	if err := h.heartbeat(snapshot); err != nil {
+	h := executor.NewHeartbeater(executor.HeartbeaterConfig{Pool: c.pool, Queries: c.q, Active: active, Log: c.log,
+		Base: ctx, Interval: c.config.HeartbeatInterval, JobLease: c.config.JobLease})
+	snapshot := active.Snapshot()
+	if err := h.Heartbeat(snapshot); err != nil {
 		return nil, nil, err
 	}
 	for _, j := range snapshot {
-		if j.lost.Load() {
-			lost = append(lost, j.row.ID)
+		if j.Lost() {
+			lost = append(lost, j.Row().ID)
 		}
-		if j.cancelRequested.Load() {
-			cancelled = append(cancelled, j.row.ID)
+		if j.CancelRequested() {
+			cancelled = append(cancelled, j.Row().ID)
 		}
 	}
 	return lost, cancelled, nil

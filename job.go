@@ -93,12 +93,6 @@ type Job[T JobArgs] struct {
 	LockFence int64
 }
 
-// lockGrant is what the executor hands a singleton job's handler.
-type lockGrant struct {
-	tx    pgx.Tx
-	fence int64
-}
-
 // decodeArgs decodes a row's args into a T.
 func decodeArgs[T JobArgs](row *JobRow) (*Job[T], error) {
 	job := &Job[T]{JobRow: row}

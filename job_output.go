@@ -36,11 +36,11 @@ func RecordProgress(ctx context.Context, v any) error {
 // recordJobJSON encodes v and writes it with the statement query picks,
 // under the fence of the job ctx runs.
 func recordJobJSON(ctx context.Context, op string, v any, query func(*jobsql.Queries) string) error {
-	jc := jobContextFrom(ctx)
-	if jc == nil {
+	j, c := runningJob(ctx)
+	if j == nil {
 		return fmt.Errorf("pgqueue: %s: %w", op, ErrNoJobContext)
 	}
-	row, c := jc.job.row, jc.client
+	row := j.Row()
 	op = fmt.Sprintf("%s of job %d", op, row.ID)
 	if err := ctxError(ctx, op); err != nil {
 		return err

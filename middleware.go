@@ -7,6 +7,8 @@ import (
 	"maps"
 	"slices"
 	"time"
+
+	"github.com/pgqueue/pgqueue/internal/executor"
 )
 
 // EnqueueParams is one job about to be inserted, as insert middleware sees
@@ -118,8 +120,8 @@ func OutcomeOf(ctx context.Context, err error) Outcome {
 		return OutcomeCompleted
 	}
 	var (
-		cancelErr *jobCancelError
-		snoozeErr *jobSnoozeError
+		cancelErr *executor.CancelError
+		snoozeErr *executor.SnoozeError
 	)
 	switch cause := context.Cause(ctx); {
 	case errors.As(err, &cancelErr), errors.Is(err, ErrJobCancelled), errors.Is(cause, ErrJobCancelled):
@@ -177,18 +179,4 @@ func (c *Client) runInsertMiddleware(ctx context.Context, jobs []*EnqueueParams,
 func paramsForMiddleware(p *EnqueueParams) {
 	p.Tags = slices.Clone(p.Tags)
 	p.Meta = maps.Clone(p.Meta)
-}
-
-// runWork runs handler, wrapped in the client's and then the worker's
-// work middleware, for row.
-func runWork(ctx context.Context, row *JobRow, handler func(ctx context.Context) error, layers ...[]WorkMiddleware) error {
-	h := handler
-	for l := len(layers) - 1; l >= 0; l-- {
-		mws := layers[l]
-		for i := len(mws) - 1; i >= 0; i-- {
-			m, next := mws[i], h
-			h = func(ctx context.Context) error { return m.Work(ctx, row, next) }
-		}
-	}
-	return h(ctx)
 }

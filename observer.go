@@ -53,24 +53,3 @@ type Observer struct {
 
 // 15s is Observer.QueuesInterval's default.
 const defaultObserverQueuesInterval = 15 * time.Second
-
-// resultOf names what the op of a result does to its job.
-func resultOf(r *result) Outcome {
-	switch r.op {
-	case opComplete:
-		return OutcomeCompleted
-	case opFail:
-		if r.row.Attempt >= r.row.MaxAttempts {
-			return OutcomeDiscarded
-		}
-		return OutcomeRetried
-	case opDiscard:
-		return OutcomeDiscarded
-	case opCancel:
-		return OutcomeCancelled
-	case opSnooze, opUnknownKind:
-		return OutcomeSnoozed
-	default:
-		return OutcomeReleased
-	}
-}

@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/pgqueue/pgqueue/internal/executor"
 	"github.com/pgqueue/pgqueue/internal/jobsql"
 	"github.com/pgqueue/pgqueue/internal/workone"
 )
@@ -44,7 +45,7 @@ func (c *Client) workOne(ctx context.Context, id int64) (Outcome, error, error) 
 		mu     sync.Mutex
 		result Outcome
 	)
-	obs := *cfg.Observer
+	obs := resultObserver(cfg.Observer)
 	recorded := obs.ResultRecorded
 	obs.ResultRecorded = func(job *JobRow, r Outcome) {
 		mu.Lock()
@@ -56,30 +57,28 @@ func (c *Client) workOne(ctx context.Context, id int64) (Outcome, error, error) 
 	}
 	base := context.WithoutCancel(ctx)
 	outcomes := &jobsql.OutcomeReader{Pool: c.pool, Q: c.q, Base: base}
-	k := newCompleter(base, c.pool.Query, c.q, outcomes, c.log, 1, 0, cfg.JobLease)
-	k.obs = &obs
-	go k.run()
+	k := c.newCompleter(base, c.pool.Query, outcomes, obs, 1, 0)
+	go k.Run()
 	jobsCtx, cancelJobs := context.WithCancelCause(ctx)
 	defer cancelJobs(nil)
-	exec := c.newExecutor(newActiveJobs(), k, outcomes, jobsCtx)
-	exec.obs = &obs
+	ec := c.executorConfig(executor.NewActiveJobs(), k, outcomes, obs, jobsCtx)
 	var workErr error
 	capture := WorkMiddlewareFunc(func(ctx context.Context, _ *JobRow, next func(context.Context) error) error {
 		workErr = next(ctx)
 		return workErr
 	})
-	exec.middleware = append([]WorkMiddleware{capture}, exec.middleware...)
+	ec.Middleware = append([]executor.WorkMiddleware{capture}, ec.Middleware...)
+	exec := executor.New(ec)
 
 	now := time.Now()
-	cj := &claimedJob{row: row, sent: now, received: now}
+	var w *executor.Worker
 	if cfg.Workers != nil {
-		cj.w = cfg.Workers.lookup(row.Kind)
+		w = cfg.Workers.lookup(row.Kind)
 	}
-	if cj.w != nil {
-		cj.job, cj.decodeErr = cj.w.decode(row)
-	}
-	exec.execute(cj)
-	k.stop(ctx)
+	cj := &executor.ClaimedJob{}
+	cj.Set(row, w, now, now)
+	exec.Execute(cj)
+	k.Stop(ctx)
 
 	mu.Lock()
 	defer mu.Unlock()

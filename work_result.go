@@ -2,18 +2,13 @@ package pgqueue
 
 import (
 	"errors"
-	"fmt"
 	"time"
+
+	"github.com/pgqueue/pgqueue/internal/executor"
 )
 
 // What a handler's error means besides "failed, retry": these two end the
-// attempt differently. The executor tells them apart with errors.As.
-
-// jobCancelError ends a job without further attempts.
-type jobCancelError struct{ err error }
-
-func (e *jobCancelError) Error() string { return "job cancelled: " + e.err.Error() }
-func (e *jobCancelError) Unwrap() error { return e.err }
+// attempt differently (the executor's CancelError and SnoozeError).
 
 // JobCancel, returned by a handler, ends the job as cancelled with no
 // further attempts; err's text is kept in the job's errors. A nil err
@@ -22,16 +17,11 @@ func JobCancel(err error) error {
 	if err == nil {
 		err = errors.New("cancelled")
 	}
-	return &jobCancelError{err: err}
+	return &executor.CancelError{Err: err}
 }
-
-// jobSnoozeError asks for another run later without spending an attempt.
-type jobSnoozeError struct{ after time.Duration }
-
-func (e *jobSnoozeError) Error() string { return fmt.Sprintf("job snoozed for %s", e.after) }
 
 // JobSnooze, returned by a handler, puts the job back to run again after d
 // without spending an attempt. d ≤ 0 makes it available at once.
 func JobSnooze(d time.Duration) error {
-	return &jobSnoozeError{after: d}
+	return &executor.SnoozeError{After: d}
 }

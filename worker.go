@@ -6,6 +6,8 @@ import (
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/pgqueue/pgqueue/internal/executor"
 )
 
 // Worker works jobs of one kind. Work returns nil when the job is done, an
@@ -46,27 +48,15 @@ type WorkerOpts struct {
 // Workers holds the handlers of a client, by job kind. Register with
 // AddWorker or AddWorkerFunc before starting the client.
 type Workers struct {
-	mu     sync.RWMutex
-	byKind map[string]*registeredWorker
-}
-
-// registeredWorker is a handler with its type erased.
-type registeredWorker struct {
-	timeout    time.Duration
-	mode       SingletonMode
-	retry      RetryPolicy // nil: the client's
-	middleware []WorkMiddleware
-	// decode turns a claimed row into the *Job[T] that work takes. The
-	// producer decodes, not the executor: decoding JSON grows a goroutine's
-	// stack, and a thousand executors, their stacks shrunk again at every
-	// GC, would each pay for copying it.
-	decode func(row *JobRow) (any, error)
-	work   func(ctx context.Context, job any, grant lockGrant) error
+	mu sync.RWMutex
+	// byKind holds each kind's handler, its type erased, as the executor
+	// runs it.
+	byKind map[string]*executor.Worker
 }
 
 // NewWorkers returns an empty registry.
 func NewWorkers() *Workers {
-	return &Workers{byKind: map[string]*registeredWorker{}}
+	return &Workers{byKind: map[string]*executor.Worker{}}
 }
 
 // AddWorker registers w for the kind T's zero value names. opts may be nil.
@@ -93,21 +83,21 @@ func AddWorker[T JobArgs](ws *Workers, w Worker[T], opts *WorkerOpts) error {
 	if _, ok := ws.byKind[kind]; ok {
 		return fmt.Errorf("%w worker: kind already registered: %q", ErrInvalid, kind)
 	}
-	ws.byKind[kind] = &registeredWorker{
-		timeout:    opts.Timeout,
-		mode:       opts.SingletonMode,
-		retry:      opts.RetryPolicy,
-		middleware: slices.Clone(opts.Middleware),
-		decode: func(row *JobRow) (any, error) {
+	ws.byKind[kind] = &executor.Worker{
+		Timeout:     opts.Timeout,
+		SessionLock: opts.SingletonMode == SingletonSession,
+		Retry:       opts.RetryPolicy, // nil stays nil: the client's
+		Middleware:  workMiddleware(opts.Middleware),
+		Decode: func(row *JobRow) (any, error) {
 			job, err := decodeArgs[T](row)
 			if err != nil {
 				return nil, fmt.Errorf("%w job args: decode args of %s job %d: %w", ErrInvalid, kind, row.ID, err)
 			}
 			return job, nil
 		},
-		work: func(ctx context.Context, job any, grant lockGrant) error {
+		Work: func(ctx context.Context, job any, grant executor.LockGrant) error {
 			j := job.(*Job[T])
-			j.Tx, j.LockFence = grant.tx, grant.fence
+			j.Tx, j.LockFence = grant.Tx, grant.Fence
 			return w.Work(ctx, j)
 		},
 	}
@@ -124,8 +114,21 @@ func AddWorkerFunc[T JobArgs](ws *Workers, fn func(ctx context.Context, job *Job
 	return AddWorker[T](ws, WorkFunc[T](fn), opts)
 }
 
-func (ws *Workers) lookup(kind string) *registeredWorker {
+// lookup returns the worker of kind, nil when none is registered.
+func (ws *Workers) lookup(kind string) *executor.Worker {
 	ws.mu.RLock()
 	defer ws.mu.RUnlock()
 	return ws.byKind[kind]
+}
+
+// workMiddleware copies mws as the executor takes them; nil for none.
+func workMiddleware(mws []WorkMiddleware) []executor.WorkMiddleware {
+	if len(mws) == 0 {
+		return nil
+	}
+	out := make([]executor.WorkMiddleware, len(mws))
+	for i, m := range mws {
+		out[i] = m
+	}
+	return out
 }

@@ -1,19 +1,21 @@
-package pgqueue
+package executor
 
 import (
 	"context"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/pgqueue/pgqueue/pgqueuetype"
 )
 
-// activeJob is a job this client is running, with what it needs to keep or
+// ActiveJob is a job this client is running, with what it needs to keep or
 // give up the claim.
-type activeJob struct {
-	row    *JobRow
+type ActiveJob struct {
+	row    *pgqueuetype.JobRow
 	cancel context.CancelCauseFunc
 	// leaseEnd is when the claim's lease ends by this process's monotonic
-	// clock (see activeJobs.at); heartbeats move it. The expiry sweep
+	// clock (see ActiveJobs.at); heartbeats move it. The expiry sweep
 	// cancels the job with ErrJobLeaseLost once it passes: one sweep for all
 	// jobs costs less than a timer per job.
 	leaseEnd atomic.Int64
@@ -25,7 +27,7 @@ type activeJob struct {
 	// completedInTx is set by CompleteTx; the executor then checks whether
 	// that transaction committed instead of completing the job again.
 	completedInTx atomic.Bool
-	// ctx is the job's context with its jobContext (see withJobContext).
+	// ctx is the job's context carrying the job (see withJob).
 	ctx jobValueCtx
 	// cancelRequested is set when JobCancel's request reached this client
 	// (control notification or heartbeat): the handler's context is
@@ -35,40 +37,55 @@ type activeJob struct {
 }
 
 // requestCancel cancels the handler's context with ErrJobCancelled, once.
-func (j *activeJob) requestCancel() {
+func (j *ActiveJob) requestCancel() {
 	if j.cancelRequested.CompareAndSwap(false, true) {
-		j.cancel(ErrJobCancelled)
+		j.cancel(pgqueuetype.ErrJobCancelled)
 	}
 }
 
-// activeJobs is the registry of a started client's running jobs.
-type activeJobs struct {
+// Row is the job as claimed.
+func (j *ActiveJob) Row() *pgqueuetype.JobRow { return j.row }
+
+// MarkCompletedInTx notes that the handler completed the job in its own
+// transaction (CompleteTx): the executor then checks whether that
+// transaction committed instead of completing the job again.
+func (j *ActiveJob) MarkCompletedInTx() { j.completedInTx.Store(true) }
+
+// Lost reports whether a heartbeat found the claim gone.
+func (j *ActiveJob) Lost() bool { return j.lost.Load() }
+
+// CancelRequested reports whether JobCancel's request reached the job.
+func (j *ActiveJob) CancelRequested() bool { return j.cancelRequested.Load() }
+
+// ActiveJobs is the registry of a started client's running jobs.
+type ActiveJobs struct {
 	// epoch is the origin of leaseEnd: times are kept as monotonic
 	// nanoseconds since it.
 	epoch time.Time
 	mu    sync.Mutex
-	byID  map[int64]*activeJob
+	byID  map[int64]*ActiveJob
 	// stopped, once set, is the cause every job added later is cancelled
-	// with at once (see cancelAll).
+	// with at once (see CancelAll).
 	stopped error
 }
 
-func newActiveJobs() *activeJobs {
-	return &activeJobs{epoch: time.Now(), byID: map[int64]*activeJob{}}
+// NewActiveJobs returns an empty registry.
+func NewActiveJobs() *ActiveJobs {
+	return &ActiveJobs{epoch: time.Now(), byID: map[int64]*ActiveJob{}}
 }
 
 // at converts t to the registry's clock.
-func (a *activeJobs) at(t time.Time) int64 { return int64(t.Sub(a.epoch)) }
+func (a *ActiveJobs) at(t time.Time) int64 { return int64(t.Sub(a.epoch)) }
 
-// add registers a claimed job. sent is when the claim was sent: the
+// Add registers a claimed job. sent is when the claim was sent: the
 // database's lease started no earlier, so sent+lease is a safe local end.
-func (a *activeJobs) add(row *JobRow, cancel context.CancelCauseFunc, sent time.Time, lease time.Duration) *activeJob {
-	return a.addIn(&activeJob{}, row, cancel, sent, lease)
+func (a *ActiveJobs) Add(row *pgqueuetype.JobRow, cancel context.CancelCauseFunc, sent time.Time, lease time.Duration) *ActiveJob {
+	return a.addIn(&ActiveJob{}, row, cancel, sent, lease)
 }
 
-// addIn is add with the caller's storage for the activeJob, which must be
+// addIn is Add with the caller's storage for the ActiveJob, which must be
 // zero: the executor's, allocated with its claimed job.
-func (a *activeJobs) addIn(j *activeJob, row *JobRow, cancel context.CancelCauseFunc, sent time.Time, lease time.Duration) *activeJob {
+func (a *ActiveJobs) addIn(j *ActiveJob, row *pgqueuetype.JobRow, cancel context.CancelCauseFunc, sent time.Time, lease time.Duration) *ActiveJob {
 	j.row, j.cancel = row, cancel
 	j.leaseEnd.Store(a.at(sent.Add(lease)))
 	a.mu.Lock()
@@ -81,10 +98,10 @@ func (a *activeJobs) addIn(j *activeJob, row *JobRow, cancel context.CancelCause
 	return j
 }
 
-// cancelAll cancels every running job, and every job added from now on,
+// CancelAll cancels every running job, and every job added from now on,
 // with cause. Job contexts are not children of the client's context: a
 // thousand jobs registering with one parent contend on its lock.
-func (a *activeJobs) cancelAll(cause error) {
+func (a *ActiveJobs) CancelAll(cause error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.stopped = cause
@@ -95,7 +112,7 @@ func (a *activeJobs) cancelAll(cause error) {
 
 // expire cancels, with ErrJobLeaseLost, the jobs whose lease ends before
 // now+margin by the local clock. buf is reused between calls.
-func (a *activeJobs) expire(now time.Time, margin time.Duration, buf []*activeJob) []*activeJob {
+func (a *ActiveJobs) expire(now time.Time, margin time.Duration, buf []*ActiveJob) []*ActiveJob {
 	limit := a.at(now.Add(margin))
 	buf = buf[:0]
 	a.mu.Lock()
@@ -107,13 +124,13 @@ func (a *activeJobs) expire(now time.Time, margin time.Duration, buf []*activeJo
 	a.mu.Unlock()
 	for _, j := range buf {
 		if j.expired.CompareAndSwap(false, true) {
-			j.cancel(ErrJobLeaseLost)
+			j.cancel(pgqueuetype.ErrJobLeaseLost)
 		}
 	}
 	return buf
 }
 
-func (a *activeJobs) remove(j *activeJob) {
+func (a *ActiveJobs) remove(j *ActiveJob) {
 	a.mu.Lock()
 	if a.byID[j.row.ID] == j {
 		delete(a.byID, j.row.ID)
@@ -122,7 +139,7 @@ func (a *activeJobs) remove(j *activeJob) {
 }
 
 // find returns the active job with this id and fence, if any.
-func (a *activeJobs) find(id, fence int64) *activeJob {
+func (a *ActiveJobs) find(id, fence int64) *ActiveJob {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if j := a.byID[id]; j != nil && j.row.Fence == fence {
@@ -131,20 +148,21 @@ func (a *activeJobs) find(id, fence int64) *activeJob {
 	return nil
 }
 
-func (a *activeJobs) snapshot() []*activeJob {
+// Snapshot returns the jobs running now.
+func (a *ActiveJobs) Snapshot() []*ActiveJob {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	out := make([]*activeJob, 0, len(a.byID))
+	out := make([]*ActiveJob, 0, len(a.byID))
 	for _, j := range a.byID {
 		out = append(out, j)
 	}
 	return out
 }
 
-// markCompletedInTx notes that the handler of the job with this id and
+// MarkCompletedInTx notes that the handler of the job with this id and
 // fence completed it in its own transaction (CompleteTx).
-func (a *activeJobs) markCompletedInTx(id, fence int64) {
+func (a *ActiveJobs) MarkCompletedInTx(id, fence int64) {
 	if j := a.find(id, fence); j != nil {
-		j.completedInTx.Store(true)
+		j.MarkCompletedInTx()
 	}
 }

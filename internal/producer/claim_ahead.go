@@ -1,4 +1,4 @@
-package pgqueue
+package producer
 
 import "time"
 
@@ -53,7 +53,7 @@ const (
 	claimAheadCap  = 1000
 )
 
-// claimHorizon is the span a producer claims ahead for: Config.ClaimAhead,
+// claimHorizon is the span a producer claims ahead for: Config.ClaimAheadWindow,
 // at most a sixth of the lease, so that jobs held in steady work never
 // wait the JobLease/3 after which they are handed back.
 func claimHorizon(ahead, jobLease time.Duration) time.Duration {

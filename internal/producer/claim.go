@@ -1,4 +1,4 @@
-package pgqueue
+package producer
 
 import (
 	"context"
@@ -8,47 +8,53 @@ import (
 	"time"
 
 	"github.com/jackc/pgerrcode"
-
-	"github.com/pgqueue/pgqueue/internal/jobsql"
-
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/pgqueue/pgqueue/internal/dberr"
+	"github.com/pgqueue/pgqueue/internal/jobsql"
+	"github.com/pgqueue/pgqueue/pgqueuetype"
 )
 
-// claimer runs sql/claim.sql, which decides which jobs a claim takes and
-// in what order.
-type claimer struct {
-	pool *pgxpool.Pool
-	q    *jobsql.Queries
-	// base is not the fetch context: a claim cancelled in flight may still
+// Claimer runs sql/claim.sql, which decides which jobs a claim takes and
+// in what order. Set its exported fields; the zero value of the rest is
+// ready.
+type Claimer struct {
+	Pool    *pgxpool.Pool
+	Queries *jobsql.Queries
+	// Base is not the fetch context: a claim cancelled in flight may still
 	// commit, and its rows would then wait for their lease with no one
 	// working them.
-	base     context.Context
-	jobLease time.Duration
-	clientID string
-	// schemaName is Config.Schema, part of the claim lock's key.
-	schemaName string
-	log        *slog.Logger
+	Base     context.Context
+	JobLease time.Duration
+	// ClientID is stored as the claimed jobs' worker_id.
+	ClientID string
+	// Schema is Config.Schema, part of the claim lock's key.
+	Schema string
+	Log    *slog.Logger
+	// Claimed is Observer.Claimed; nil for none.
+	Claimed func(queue string, jobs int)
+	// Watch holds claims back while the schema is outdated; nil for none.
+	Watch *SchemaWatch
+
 	// lockWaits counts the claims that gave up waiting for the claim
 	// lock; lastLockWarn is when that was last logged (UnixNano).
 	lockWaits, lastLockWarn atomic.Int64
-	obs                     *Observer    // nil for none
-	schema                  *schemaWatch // nil for none
 }
 
-// claim takes up to limit available jobs of queue, each with a new fence
+// Claim takes up to limit available jobs of queue, each with a new fence
 // and a lease of jobLease; with backlog (the queue's last claim found all
 // it asked for), under the queue's claim lock. Without a backlog claims
 // are small and seldom meet, and the lock would be one more statement for
 // each.
-func (c *claimer) claim(queue string, limit int, backlog bool) ([]*JobRow, error) {
-	if err := c.schema.blocked(); err != nil {
+func (c *Claimer) Claim(queue string, limit int, backlog bool) ([]*pgqueuetype.JobRow, error) {
+	if err := c.Watch.Blocked(); err != nil {
 		return nil, err
 	}
-	ctx, cancel := context.WithTimeout(c.base, jobsql.WriteTimeout)
+	ctx, cancel := context.WithTimeout(c.Base, jobsql.WriteTimeout)
 	defer cancel()
-	var jobs []*JobRow
+	var jobs []*pgqueuetype.JobRow
 	var err error
 	if backlog {
 		jobs, err = c.claimLocked(ctx, queue, limit)
@@ -60,11 +66,11 @@ func (c *claimer) claim(queue string, limit int, backlog bool) ([]*JobRow, error
 		jobs, err = c.claimUnlocked(ctx, queue, limit)
 	}
 	if err != nil {
-		return nil, c.schema.observe(ctx, dbError("claim "+queue, err))
+		return nil, c.Watch.Observe(ctx, dberr.Wrap("pgqueue", "claim "+queue, err))
 	}
-	_ = c.schema.observe(ctx, nil)
-	if c.obs != nil && c.obs.Claimed != nil && len(jobs) > 0 {
-		c.obs.Claimed(queue, len(jobs))
+	_ = c.Watch.Observe(ctx, nil)
+	if c.Claimed != nil && len(jobs) > 0 {
+		c.Claimed(queue, len(jobs))
 	}
 	return jobs, nil
 }
@@ -79,11 +85,11 @@ var errClaimLockTimeout = errors.New("claim lock not granted in time")
 // claimLocked claims under the queue's claim lock: the lock, then the
 // claim, in one round trip and one transaction (sql/claim_lock.sql says
 // why).
-func (c *claimer) claimLocked(ctx context.Context, queue string, limit int) ([]*JobRow, error) {
+func (c *Claimer) claimLocked(ctx context.Context, queue string, limit int) ([]*pgqueuetype.JobRow, error) {
 	b := &pgx.Batch{}
-	b.Queue(c.q.ClaimLock, c.schemaName, queue, claimLockWait.Milliseconds())
-	b.Queue(c.q.Claim, queue, limit, c.jobLease.Microseconds(), c.clientID)
-	br := c.pool.SendBatch(ctx, b)
+	b.Queue(c.Queries.ClaimLock, c.Schema, queue, claimLockWait.Milliseconds())
+	b.Queue(c.Queries.Claim, queue, limit, c.JobLease.Microseconds(), c.ClientID)
+	br := c.Pool.SendBatch(ctx, b)
 	if _, err := br.Exec(); err != nil {
 		_ = br.Close()
 		if pgErr := (*pgconn.PgError)(nil); errors.As(err, &pgErr) && pgErr.Code == pgerrcode.LockNotAvailable {
@@ -104,8 +110,8 @@ func (c *claimer) claimLocked(ctx context.Context, queue string, limit int) ([]*
 }
 
 // claimUnlocked claims without the claim lock.
-func (c *claimer) claimUnlocked(ctx context.Context, queue string, limit int) ([]*JobRow, error) {
-	rows, err := c.pool.Query(ctx, c.q.Claim, queue, limit, c.jobLease.Microseconds(), c.clientID)
+func (c *Claimer) claimUnlocked(ctx context.Context, queue string, limit int) ([]*pgqueuetype.JobRow, error) {
+	rows, err := c.Pool.Query(ctx, c.Queries.Claim, queue, limit, c.JobLease.Microseconds(), c.ClientID)
 	if err != nil {
 		return nil, err
 	}
@@ -114,13 +120,13 @@ func (c *claimer) claimUnlocked(ctx context.Context, queue string, limit int) ([
 
 // warnLockTimeout says, at most once a minute per client, that a claim
 // found its queue's claim lock held too long.
-func (c *claimer) warnLockTimeout(queue string) {
+func (c *Claimer) warnLockTimeout(queue string) {
 	c.lockWaits.Add(1)
 	now := time.Now().UnixNano()
 	last := c.lastLockWarn.Load()
 	if now-last < int64(time.Minute) || !c.lastLockWarn.CompareAndSwap(last, now) {
 		return
 	}
-	c.log.Warn("pgqueue: a claim waited over "+claimLockWait.String()+" for its queue's claim lock and claimed without it; a client may be stalled mid-claim",
+	c.Log.Warn("pgqueue: a claim waited over "+claimLockWait.String()+" for its queue's claim lock and claimed without it; a client may be stalled mid-claim",
 		"queue", queue, "claims_without_lock", c.lockWaits.Load())
 }

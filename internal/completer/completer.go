@@ -1,4 +1,11 @@
-package pgqueue
+// Package completer owns the writing of job results: it gathers the
+// results of finished jobs for a few milliseconds and writes each batch in
+// one fenced statement (sql/finish.sql, sql/complete_many.sql), reading the
+// jobs back when a reply was lost.
+//
+// It may import pgqueuetype and internal/jobsql; what the client hands
+// down (the query function, the observer's callbacks) comes in Config.
+package completer
 
 import (
 	"context"
@@ -14,57 +21,110 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/pgqueue/pgqueue/internal/jobsql"
+	"github.com/pgqueue/pgqueue/pgqueuetype"
 )
 
-// The result operations of finish.sql.
+// The result operations of sql/finish.sql.
 const (
-	opComplete = "complete"
-	opFail     = "fail"
-	opCancel   = "cancel"
-	opSnooze   = "snooze"
-	opRelease  = "release"
-	// opDiscard ends a job discarded at once; opUnknownKind snoozes a job
+	OpComplete = "complete"
+	OpFail     = "fail"
+	OpCancel   = "cancel"
+	OpSnooze   = "snooze"
+	OpRelease  = "release"
+	// OpDiscard ends a job discarded at once; OpUnknownKind snoozes a job
 	// whose kind has no worker, marking its entry in errors.
-	opDiscard     = "discard"
-	opUnknownKind = "unknown_kind"
+	OpDiscard     = "discard"
+	OpUnknownKind = "unknown_kind"
 )
 
-// result is what happened to one claimed job, waiting to be written.
-type result struct {
-	row   *JobRow
-	op    string
-	err   *string // kept in the job's errors when not nil
-	trace *string
-	delay time.Duration // before the next run: fail, snooze
-	// written, if set, runs once the result is written or given up on.
-	written func()
+// Observer holds the callbacks the completer (and the executor, about the
+// same jobs) calls: the client's Observer fields of the same names. Each
+// may be nil.
+type Observer struct {
+	// BatchWritten is told the size of each batch written.
+	BatchWritten func(jobs int)
+	// ResultRecorded is told of each job whose result was written.
+	ResultRecorded func(job *pgqueuetype.JobRow, result pgqueuetype.Outcome)
+	// WriteRefused is told of each write a job's fence refused.
+	WriteRefused func(job *pgqueuetype.JobRow, write pgqueuetype.FencedWrite)
 }
 
-// completer gathers job results for a few milliseconds, or up to a batch
+// QueryFunc runs a statement: a pool's Query, or a test's replacement.
+type QueryFunc func(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+
+// Config is what a Completer is built from.
+type Config struct {
+	// Query runs the writes: the pool's Query, or a test hook.
+	Query    QueryFunc
+	Queries  *jobsql.Queries
+	Outcomes *jobsql.OutcomeReader
+	Log      *slog.Logger
+	Observer Observer
+	// Base is the parent of its writes, detached from Stop.
+	Base context.Context
+	// BatchSize is the most results one statement writes; BatchDelay is
+	// how long the first result of a batch waits for others.
+	BatchSize  int
+	BatchDelay time.Duration
+	// GiveUp is how long a batch whose writes keep failing is retried: a
+	// job lease, after which its jobs are rescued anyway.
+	GiveUp time.Duration
+}
+
+// Result is what happened to one claimed job, waiting to be written.
+type Result struct {
+	Row *pgqueuetype.JobRow
+	// Op is one of the Op constants.
+	Op    string
+	Err   *string // kept in the job's errors when not nil
+	Trace *string
+	Delay time.Duration // before the next run: fail, snooze
+	// Written, if set, runs once the result is written or given up on.
+	Written func()
+}
+
+// Outcome names what the result's op does to its job.
+func (r *Result) Outcome() pgqueuetype.Outcome {
+	switch r.Op {
+	case OpComplete:
+		return pgqueuetype.OutcomeCompleted
+	case OpFail:
+		if r.Row.Attempt >= r.Row.MaxAttempts {
+			return pgqueuetype.OutcomeDiscarded
+		}
+		return pgqueuetype.OutcomeRetried
+	case OpDiscard:
+		return pgqueuetype.OutcomeDiscarded
+	case OpCancel:
+		return pgqueuetype.OutcomeCancelled
+	case OpSnooze, OpUnknownKind:
+		return pgqueuetype.OutcomeSnoozed
+	default:
+		return pgqueuetype.OutcomeReleased
+	}
+}
+
+// Completer gathers job results for a few milliseconds, or up to a batch
 // limit, and writes each batch in one fenced statement. Its input is
 // bounded: when writes fall behind, executors wait, their slots stay
 // taken, and producers stop claiming. Executors append to a shared list
 // and wake the completer only for the first result of a batch and for a
 // full one, not for every result.
-type completer struct {
-	// query runs the write: the pool's Query, or a test hook.
-	query    func(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+type Completer struct {
+	query    QueryFunc
 	q        *jobsql.Queries
 	outcomes *jobsql.OutcomeReader
 	log      *slog.Logger
-	obs      *Observer
-	// base is the parent of its writes, detached from Stop.
-	base context.Context
-	// giveUp is how long a batch whose writes keep failing is retried: a
-	// job lease, after which its jobs are rescued anyway.
-	giveUp time.Duration
+	obs      Observer
+	base     context.Context
+	giveUp   time.Duration
 
 	// pending holds the results handed over and not yet taken, at most
 	// maxPending (four batches); ready (capacity 1) says it has a first
 	// result or a full batch; space is closed, and replaced, when run
 	// takes results from a full list.
 	mu         sync.Mutex
-	pending    []result
+	pending    []Result
 	maxPending int
 	ready      chan struct{}
 	space      chan struct{}
@@ -73,7 +133,7 @@ type completer struct {
 	done       chan struct{}
 	limit      int
 	delay      time.Duration
-	// Buffers of exec, reused batch after batch.
+	// Buffers of Exec, reused batch after batch.
 	ids, fences, delays []int64
 	idsText, fencesText []byte
 	ops                 []string
@@ -81,18 +141,19 @@ type completer struct {
 	updated             map[int64]bool
 }
 
-// newCompleter returns a completer that writes batches of up to limit
-// results, gathered for up to delay, with query.
-func newCompleter(base context.Context, query func(ctx context.Context, sql string, args ...any) (pgx.Rows, error), q *jobsql.Queries, outcomes *jobsql.OutcomeReader, log *slog.Logger, limit int, delay, giveUp time.Duration) *completer {
-	return &completer{
-		query:      query,
-		q:          q,
-		outcomes:   outcomes,
-		log:        log,
-		obs:        &Observer{},
-		base:       base,
-		giveUp:     giveUp,
-		pending:    make([]result, 0, limit*4),
+// New returns a completer that writes batches of up to cfg.BatchSize
+// results, gathered for up to cfg.BatchDelay. Start it with Run.
+func New(cfg Config) *Completer {
+	limit := cfg.BatchSize
+	return &Completer{
+		query:      cfg.Query,
+		q:          cfg.Queries,
+		outcomes:   cfg.Outcomes,
+		log:        cfg.Log,
+		obs:        cfg.Observer,
+		base:       cfg.Base,
+		giveUp:     cfg.GiveUp,
+		pending:    make([]Result, 0, limit*4),
 		maxPending: limit * 4,
 		ready:      make(chan struct{}, 1),
 		space:      make(chan struct{}),
@@ -100,24 +161,24 @@ func newCompleter(base context.Context, query func(ctx context.Context, sql stri
 		hurry:      make(chan struct{}),
 		done:       make(chan struct{}),
 		limit:      limit,
-		delay:      delay,
+		delay:      cfg.BatchDelay,
 	}
 }
 
-// stop writes what is still queued and waits for it, once no executor
+// Stop writes what is still queued and waits for it, once no executor
 // sends any more. When ctx ends first, failing writes are no longer
 // retried: the rescuer will find those jobs.
-func (k *completer) stop(ctx context.Context) {
+func (k *Completer) Stop(ctx context.Context) {
 	stopHurry := context.AfterFunc(ctx, func() { close(k.hurry) })
 	defer stopHurry()
 	close(k.quit)
 	<-k.done
 }
 
-// send hands a result over, unless the completer has already finished (a
+// Send hands a result over, unless the completer has already finished (a
 // handler that outlived Stop): then the job stays running until its lease
 // ends and the rescuer takes it.
-func (k *completer) send(r result) {
+func (k *Completer) Send(r Result) {
 	for {
 		k.mu.Lock()
 		if n := len(k.pending); n < k.maxPending {
@@ -133,9 +194,9 @@ func (k *completer) send(r result) {
 		select {
 		case <-space:
 		case <-k.done:
-			k.log.Warn("pgqueue: job finished after stop; left for rescue", "job", r.row.ID, "kind", r.row.Kind)
-			if r.written != nil {
-				r.written()
+			k.log.Warn("pgqueue: job finished after stop; left for rescue", "job", r.Row.ID, "kind", r.Row.Kind)
+			if r.Written != nil {
+				r.Written()
 			}
 			return
 		}
@@ -143,7 +204,7 @@ func (k *completer) send(r result) {
 }
 
 // signal wakes run; a wake-up already pending is enough.
-func (k *completer) signal() {
+func (k *Completer) signal() {
 	select {
 	case k.ready <- struct{}{}:
 	default:
@@ -151,14 +212,14 @@ func (k *completer) signal() {
 }
 
 // waiting is how many results are handed over and not yet taken.
-func (k *completer) waiting() int {
+func (k *Completer) waiting() int {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	return len(k.pending)
 }
 
 // take moves up to a batch of the oldest waiting results to batch.
-func (k *completer) take(batch []result) []result {
+func (k *Completer) take(batch []Result) []Result {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	n := min(len(k.pending), k.limit)
@@ -174,9 +235,10 @@ func (k *completer) take(batch []result) []result {
 	return batch
 }
 
-func (k *completer) run() {
+// Run gathers and writes results until Stop.
+func (k *Completer) Run() {
 	defer close(k.done)
-	batch := make([]result, 0, k.limit)
+	batch := make([]Result, 0, k.limit)
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()
 	for {
@@ -221,18 +283,18 @@ func (k *completer) run() {
 // again: the fence makes a repeated write safe. Jobs the statement did not
 // update had lost their claim and are reported, never retried. It gives up
 // after a lease's time; the jobs left running are then rescued.
-func (k *completer) write(batch []result) {
+func (k *Completer) write(batch []Result) {
 	defer func() {
 		for _, r := range batch {
-			if r.written != nil {
-				r.written()
+			if r.Written != nil {
+				r.Written()
 			}
 		}
 	}()
 	pending := batch
 	giveUp := time.Now().Add(k.giveUp)
 	for wait := 50 * time.Millisecond; len(pending) > 0; wait = min(2*wait, time.Second) {
-		updated, err := k.exec(pending)
+		updated, err := k.Exec(pending)
 		switch {
 		case err == nil:
 			k.reportWritten(pending, updated)
@@ -263,14 +325,17 @@ func (k *completer) write(batch []result) {
 	}
 }
 
-func (k *completer) exec(batch []result) (map[int64]bool, error) {
+// Exec writes batch in one statement, once, and returns the ids of the
+// jobs it updated; the map is reused by the next call. The completer's
+// writes go through it; tests call it to write as the completer does.
+func (k *Completer) Exec(batch []Result) (map[int64]bool, error) {
 	k.ids, k.fences, k.delays = k.ids[:0], k.fences[:0], k.delays[:0]
 	k.ops, k.errs, k.traces = k.ops[:0], k.errs[:0], k.traces[:0]
 	allComplete := true
 	for _, r := range batch {
-		k.ids, k.fences, k.ops = append(k.ids, r.row.ID), append(k.fences, r.row.Fence), append(k.ops, r.op)
-		k.errs, k.traces, k.delays = append(k.errs, r.err), append(k.traces, r.trace), append(k.delays, r.delay.Microseconds())
-		allComplete = allComplete && r.op == opComplete
+		k.ids, k.fences, k.ops = append(k.ids, r.Row.ID), append(k.fences, r.Row.Fence), append(k.ops, r.Op)
+		k.errs, k.traces, k.delays = append(k.errs, r.Err), append(k.traces, r.Trace), append(k.delays, r.Delay.Microseconds())
+		allComplete = allComplete && r.Op == OpComplete
 	}
 	// The statements run in QueryExecModeExec, which sends every parameter
 	// as text: pgx would box each element of an []int64 to write the same
@@ -346,17 +411,17 @@ func parseInt8Text(b []byte) (n int64, ok bool) {
 // unfinished reads the batch's jobs back and returns those still running
 // under the batch's fence; it reports the ones another claim holds. ok is
 // false when the read failed too.
-func (k *completer) unfinished(batch []result) (left []result, ok bool) {
+func (k *Completer) unfinished(batch []Result) (left []Result, ok bool) {
 	ids := make([]int64, len(batch))
 	for i, r := range batch {
-		ids[i] = r.row.ID
+		ids[i] = r.Row.ID
 	}
 	states, err := k.outcomes.Read(ids)
 	if err != nil {
 		return nil, false
 	}
 	for _, r := range batch {
-		switch states[r.row.ID].Of(r.row.Fence) {
+		switch states[r.Row.ID].Of(r.Row.Fence) {
 		case jobsql.OutcomePending:
 			left = append(left, r)
 		case jobsql.OutcomeLost:
@@ -368,15 +433,15 @@ func (k *completer) unfinished(batch []result) (left []result, ok bool) {
 
 // reportWritten tells the observer about a written batch, and logs the
 // jobs the statement did not update: they had lost their claim.
-func (k *completer) reportWritten(batch []result, updated map[int64]bool) {
+func (k *Completer) reportWritten(batch []Result, updated map[int64]bool) {
 	recorded := k.obs.ResultRecorded
 	for i := range batch {
 		r := &batch[i]
 		switch {
-		case !updated[r.row.ID]:
+		case !updated[r.Row.ID]:
 			k.refused(*r)
 		case recorded != nil:
-			recorded(r.row, resultOf(r))
+			recorded(r.Row, r.Outcome())
 		}
 	}
 	if f := k.obs.BatchWritten; f != nil {
@@ -386,11 +451,11 @@ func (k *completer) reportWritten(batch []result, updated map[int64]bool) {
 
 // refused reports a result the job's fence refused: the job was taken
 // over (rescued, or retried by hand) while this attempt ran.
-func (k *completer) refused(r result) {
-	k.log.Warn("pgqueue: job result refused", "job", r.row.ID, "kind", r.row.Kind, "queue", r.row.Queue,
-		"fence", r.row.Fence, "attempt", r.row.Attempt, "op", r.op, "err", ErrJobLeaseLost)
+func (k *Completer) refused(r Result) {
+	k.log.Warn("pgqueue: job result refused", "job", r.Row.ID, "kind", r.Row.Kind, "queue", r.Row.Queue,
+		"fence", r.Row.Fence, "attempt", r.Row.Attempt, "op", r.Op, "err", pgqueuetype.ErrJobLeaseLost)
 	if f := k.obs.WriteRefused; f != nil {
-		f(r.row, WriteResult)
+		f(r.Row, pgqueuetype.WriteResult)
 	}
 }
 

@@ -1,4 +1,4 @@
-package pgqueue
+package producer
 
 import (
 	"context"
@@ -7,17 +7,41 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/pgqueue/pgqueue/internal/executor"
+	"github.com/pgqueue/pgqueue/pgqueuetype"
 )
 
-// producer claims jobs of one queue up to its free slots and hands each to
+// Config is what a Producer is built from.
+type Config struct {
+	// Queue is the queue it works; MaxWorkers how many of its handlers
+	// run at once.
+	Queue      string
+	MaxWorkers int
+	// Claims claims its jobs; Exec runs them.
+	Claims *Claimer
+	Exec   *executor.Executor
+	// Lookup returns the worker of a kind, nil when none knows it.
+	Lookup func(kind string) *executor.Worker
+	Log    *slog.Logger
+	// BatchDelay is Config.ClaimBatchDelay.
+	BatchDelay time.Duration
+	// ClaimAheadWindow and JobLease bound how much work it holds claimed
+	// ahead with a backlog (see claimHorizon).
+	ClaimAheadWindow, JobLease time.Duration
+	// ClaimAged, a test hook, makes claims look this much older.
+	ClaimAged time.Duration
+}
+
+// Producer claims jobs of one queue up to its free slots and hands each to
 // an executor goroutine.
-type producer struct {
-	queue   string
-	max     int // MaxWorkers: handlers running at once
-	claims  *claimer
-	exec    *executor
-	workers *Workers
-	log     *slog.Logger
+type Producer struct {
+	queue  string
+	max    int // MaxWorkers: handlers running at once
+	claims *Claimer
+	exec   *executor.Executor
+	lookup func(kind string) *executor.Worker
+	log    *slog.Logger
 	// batchDelay is Config.ClaimBatchDelay.
 	batchDelay time.Duration
 	// horizon is how much work to hold claimed ahead with a backlog
@@ -29,7 +53,7 @@ type producer struct {
 
 	// claimed feeds the executors, started as needed up to max and kept:
 	// a goroutine per job would grow a fresh stack for every job.
-	claimed        chan *claimedJob
+	claimed        chan *executor.ClaimedJob
 	executors      int
 	executorsEnded sync.WaitGroup
 	idle           atomic.Int32  // executors done with a job and not yet reserved by dispatch
@@ -41,24 +65,26 @@ type producer struct {
 	doneCh   chan struct{}
 }
 
-// newProducer returns the producer of queue, which runs up to maxWorkers
-// handlers at once through exec, claiming with claims.
-func newProducer(queue string, maxWorkers int, claims *claimer, exec *executor, workers *Workers, log *slog.Logger, batchDelay, horizon, claimAged time.Duration) *producer {
+// New returns the producer of cfg.Queue, which runs up to cfg.MaxWorkers
+// handlers at once through cfg.Exec, claiming with cfg.Claims. Start it
+// with Run.
+func New(cfg Config) *Producer {
+	maxWorkers := cfg.MaxWorkers
 	aheadMost := max(maxWorkers, claimAheadMost(maxWorkers))
-	return &producer{
-		queue: queue, max: maxWorkers, claims: claims, exec: exec, workers: workers, log: log,
-		batchDelay: batchDelay, horizon: horizon, aheadMost: aheadMost, claimAged: claimAged,
+	return &Producer{
+		queue: cfg.Queue, max: maxWorkers, claims: cfg.Claims, exec: cfg.Exec, lookup: cfg.Lookup, log: cfg.Log,
+		batchDelay: cfg.BatchDelay, horizon: claimHorizon(cfg.ClaimAheadWindow, cfg.JobLease), aheadMost: aheadMost, claimAged: cfg.ClaimAged,
 		wakeCh: make(chan struct{}, 1),
 		doneCh: make(chan struct{}, 1),
 		// Jobs handed over and not finished never pass MaxWorkers plus
 		// those claimed ahead (see claimAhead), so sends never block.
-		claimed: make(chan *claimedJob, maxWorkers+aheadMost),
+		claimed: make(chan *executor.ClaimedJob, maxWorkers+aheadMost),
 	}
 }
 
 // dispatch hands a claimed job to an idle executor, starting one if none
 // is idle.
-func (p *producer) dispatch(j *claimedJob) {
+func (p *Producer) dispatch(j *executor.ClaimedJob) {
 	// Each job handed over reserves an idle executor, or starts one. A
 	// count of idle executors alone would let two jobs handed over in a
 	// row count on the same one, and the second would wait, with free
@@ -84,25 +110,25 @@ func (p *producer) dispatch(j *claimedJob) {
 // for the job that started it; after each job it is idle again, and the
 // next dispatch reserves it. (Once every executor runs, dispatch starts
 // none and the counts no longer matter.)
-func (p *producer) runExecutor() {
+func (p *Producer) runExecutor() {
 	defer p.executorsEnded.Done()
 	for {
 		j, ok := <-p.claimed
 		if !ok {
 			return
 		}
-		p.exec.execute(j)
+		p.exec.Execute(j)
 		p.jobDone()
 		p.idle.Add(1)
 	}
 }
 
-// waitExecutors waits until the executors have run every job handed over
-// and ended; run closes their queue when it returns.
-func (p *producer) waitExecutors() { p.executorsEnded.Wait() }
+// WaitExecutors waits until the executors have run every job handed over
+// and ended; Run closes their queue when it returns.
+func (p *Producer) WaitExecutors() { p.executorsEnded.Wait() }
 
 // jobDone tells the producer that one of its jobs finished.
-func (p *producer) jobDone() {
+func (p *Producer) jobDone() {
 	p.finished.Add(1)
 	select {
 	case p.doneCh <- struct{}{}:
@@ -110,18 +136,18 @@ func (p *producer) jobDone() {
 	}
 }
 
-// wake tells the producer that jobs may be waiting that no claim has seen.
-func (p *producer) wake() {
+// Wake tells the producer that jobs may be waiting that no claim has seen.
+func (p *Producer) Wake() {
 	select {
 	case p.wakeCh <- struct{}{}:
 	default:
 	}
 }
 
-// run claims and dispatches until ctx (the client's fetch context) ends,
+// Run claims and dispatches until ctx (the client's fetch context) ends,
 // then dispatches what claims still in flight bring and closes the
 // executors' queue.
-func (p *producer) run(ctx context.Context) {
+func (p *Producer) Run(ctx context.Context) {
 	results := make(chan claimResult, maxClaimsInFlight)
 	inflight := 0 // claims sent and not yet answered
 	reserved := 0 // the jobs those claims may bring
@@ -133,19 +159,16 @@ func (p *producer) run(ctx context.Context) {
 		}
 		// One allocation per claim for its jobs on their way (and their
 		// entries in the registry of running jobs), not one per job.
-		cjs := make([]claimedJob, len(r.jobs))
-		var w *registeredWorker
+		cjs := make([]executor.ClaimedJob, len(r.jobs))
+		var w *executor.Worker
 		kind := ""
 		for i, row := range r.jobs {
 			running++
 			if i == 0 || row.Kind != kind { // a claim's rows mostly share a kind
-				w, kind = p.workers.lookup(row.Kind), row.Kind
+				w, kind = p.lookup(row.Kind), row.Kind
 			}
 			j := &cjs[i]
-			j.row, j.sent, j.received, j.w = row, r.sent, received, w
-			if j.w != nil {
-				j.job, j.decodeErr = j.w.decode(row)
-			}
+			j.Set(row, w, r.sent, received)
 			p.dispatch(j)
 		}
 	}
@@ -222,7 +245,7 @@ func (p *producer) run(ctx context.Context) {
 			fetchNow = room > 0
 			backlog := more
 			go func() {
-				jobs, err := p.claims.claim(p.queue, want, backlog)
+				jobs, err := p.claims.Claim(p.queue, want, backlog)
 				results <- claimResult{want: want, sent: sent, jobs: jobs, err: err}
 			}()
 		}
@@ -234,7 +257,7 @@ func (p *producer) run(ctx context.Context) {
 			reserved -= r.want
 			a.returned(r.sent)
 			if r.err != nil {
-				if !errors.Is(r.err, ErrSchemaOutdated) { // said once by the schema watch
+				if !errors.Is(r.err, pgqueuetype.ErrSchemaOutdated) { // said once by the schema watch
 					p.log.Error("pgqueue: claim failed", "queue", p.queue, "err", r.err)
 				}
 				more = false
@@ -273,6 +296,6 @@ const maxClaimsInFlight = 1
 type claimResult struct {
 	want int
 	sent time.Time
-	jobs []*JobRow
+	jobs []*pgqueuetype.JobRow
 	err  error
 }

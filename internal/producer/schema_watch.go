@@ -1,4 +1,4 @@
-package pgqueue
+package producer
 
 import (
 	"context"
@@ -12,17 +12,20 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/pgqueue/pgqueue/internal/schemaversion"
+	"github.com/pgqueue/pgqueue/pgqueuetype"
 )
 
-// schemaWatch notices, in a running client, a schema migrated down below
+// SchemaWatch notices, in a running client, a schema migrated down below
 // the version the client needs (Start checked it once): instead of every
 // claim failing and logging on missing columns and tables, it says so
 // once and holds statements back, for longer each time, until the schema
-// is migrated again. A nil *schemaWatch watches nothing.
-type schemaWatch struct {
-	pool   *pgxpool.Pool
-	schema string
-	log    *slog.Logger
+// is migrated again. A nil *SchemaWatch watches nothing. Set its
+// exported fields; the zero value of the rest is ready.
+type SchemaWatch struct {
+	Pool *pgxpool.Pool
+	// Schema is Config.Schema.
+	Schema string
+	Log    *slog.Logger
 
 	mu       sync.Mutex
 	outdated bool
@@ -35,26 +38,26 @@ const (
 	schemaBackoffMax = 30 * time.Second
 )
 
-// blocked returns ErrSchemaOutdated while the watch holds statements
+// Blocked returns ErrSchemaOutdated while the watch holds statements
 // back.
-func (w *schemaWatch) blocked() error {
+func (w *SchemaWatch) Blocked() error {
 	if w == nil {
 		return nil
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.outdated && time.Now().Before(w.until) {
-		return fmt.Errorf("%w: schema %q: waiting for it to be migrated", ErrSchemaOutdated, w.schema)
+		return fmt.Errorf("%w: schema %q: waiting for it to be migrated", pgqueuetype.ErrSchemaOutdated, w.Schema)
 	}
 	return nil
 }
 
-// observe takes a statement's outcome. An error from a missing table,
+// Observe takes a statement's outcome. An error from a missing table,
 // column, function or schema is checked against the schema's version: if
 // the schema is older than needed, the error becomes ErrSchemaOutdated
 // (logged the first time) and statements wait. Success after that ends
 // the wait.
-func (w *schemaWatch) observe(ctx context.Context, err error) error {
+func (w *SchemaWatch) Observe(ctx context.Context, err error) error {
 	if w == nil {
 		return err
 	}
@@ -64,14 +67,14 @@ func (w *schemaWatch) observe(ctx context.Context, err error) error {
 		w.outdated, w.backoff = false, 0
 		w.mu.Unlock()
 		if was {
-			w.log.Info("pgqueue: schema migrated; claiming again", "schema", w.schema)
+			w.Log.Info("pgqueue: schema migrated; claiming again", "schema", w.Schema)
 		}
 		return nil
 	}
 	if !isMissingObject(err) {
 		return err
 	}
-	v, rerr := schemaversion.Read(ctx, w.pool, w.schema)
+	v, rerr := schemaversion.Read(ctx, w.Pool, w.Schema)
 	need := schemaversion.Latest()
 	if rerr != nil || (v.Migrated && !v.Dirty && v.Version >= need) {
 		return err // something else is missing: not a version matter
@@ -83,10 +86,10 @@ func (w *schemaWatch) observe(ctx context.Context, err error) error {
 	w.until = time.Now().Add(w.backoff)
 	w.mu.Unlock()
 	if first {
-		w.log.Error("pgqueue: schema is older than this client needs: no claims until it is migrated (pgqueue migrate up)",
-			"schema", w.schema, "version", v.Version, "dirty", v.Dirty, "need", need, "err", err)
+		w.Log.Error("pgqueue: schema is older than this client needs: no claims until it is migrated (pgqueue migrate up)",
+			"schema", w.Schema, "version", v.Version, "dirty", v.Dirty, "need", need, "err", err)
 	}
-	return fmt.Errorf("%w: schema %q at version %d, need %d: %w", ErrSchemaOutdated, w.schema, v.Version, need, err)
+	return fmt.Errorf("%w: schema %q at version %d, need %d: %w", pgqueuetype.ErrSchemaOutdated, w.Schema, v.Version, need, err)
 }
 
 // isMissingObject reports a statement that named a table, column,

@@ -1,4 +1,4 @@
-package pgqueue
+package executor
 
 import (
 	"encoding/json"
@@ -14,10 +14,10 @@ type controlMessage struct {
 	Fence int64  `json:"fence"`
 }
 
-// handleControl acts on one control-channel payload for the jobs of a.
+// HandleControl acts on one control-channel payload for the jobs of a.
 // Messages for jobs this client does not run, the usual case with many
 // clients, are ignored.
-func (a *activeJobs) handleControl(payload string, log *slog.Logger) {
+func (a *ActiveJobs) HandleControl(payload string, log *slog.Logger) {
 	var m controlMessage
 	if err := json.Unmarshal([]byte(payload), &m); err != nil {
 		log.Warn("pgqueue: unreadable control message ignored", "payload", payload, "err", err)

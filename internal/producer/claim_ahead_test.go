@@ -1,4 +1,4 @@
-package pgqueue
+package producer
 
 // An internal test: claimAhead is unexported, and its estimate is pure
 // arithmetic on the times it is given.

@@ -1,0 +1,77 @@
+package producer
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/pgqueue/pgqueue/internal/jobsql"
+	"github.com/pgqueue/pgqueue/internal/loop"
+	"github.com/pgqueue/pgqueue/pgqueuetype"
+)
+
+// Poller asks once per interval which of the client's queues have
+// available jobs, and whether the maintenance leader's lease is free: the
+// fallback for notifications missed or never sent, and a follower's cue
+// to campaign. One query for all queues (sql/poll.sql).
+type Poller struct {
+	Pool    *pgxpool.Pool
+	Queries *jobsql.Queries
+	Log     *slog.Logger
+	// Queues are the queues it asks about; Interval how often.
+	Queues   []string
+	Interval time.Duration
+	// LeaderLease is the name of the maintenance leader's lease lock.
+	LeaderLease string
+	// Wake tells the producer of a queue that jobs wait.
+	Wake func(queue string)
+	// LeaderFree tells the maintenance elector to campaign now.
+	LeaderFree func()
+	// Watch holds polls back while the schema is older than needed; nil
+	// for none.
+	Watch *SchemaWatch
+}
+
+// Run polls until ctx (the client's fetch context) ends. A poll that
+// keeps failing (the database down) is logged when it starts, every 30 s
+// while it lasts and when it ends, not at every poll.
+func (p *Poller) Run(ctx context.Context) {
+	failures := newFailureLog(p.Log, "pgqueue: poll failed", "pgqueue: poll succeeds again")
+	loop.Every(ctx, p.Interval, func() {
+		err := p.Poll(ctx)
+		switch {
+		case err == nil:
+			failures.succeeded(ctx)
+		case ctx.Err() == nil && !errors.Is(err, pgqueuetype.ErrSchemaOutdated):
+			failures.failed(ctx, err)
+		}
+	})
+}
+
+// Poll asks once, calling Wake for each queue with jobs to claim and
+// LeaderFree when the leader's lease is free.
+func (p *Poller) Poll(ctx context.Context) error {
+	if err := p.Watch.Blocked(); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, jobsql.WriteTimeout)
+	defer cancel()
+	rows, err := p.Pool.Query(ctx, p.Queries.Poll, p.Queues, p.LeaderLease)
+	if err != nil {
+		return p.Watch.Observe(ctx, err)
+	}
+	var q *string
+	_, err = pgx.ForEachRow(rows, []any{&q}, func() error {
+		if q == nil {
+			p.LeaderFree()
+		} else {
+			p.Wake(*q)
+		}
+		return nil
+	})
+	return p.Watch.Observe(ctx, err)
+}
