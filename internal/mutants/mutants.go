@@ -62,10 +62,10 @@ var mutants = []mutant{
 		old:   "\t\tcase <-tick.C:\n\t\t}\n\t\tl.mu.Lock()\n\t\tctx, cancel := context.WithTimeout(l.ctx, interval)",
 		new:   "\t\tcase <-tick.C:\n\t\t\tcontinue\n\t\t}\n\t\tl.mu.Lock()\n\t\tctx, cancel := context.WithTimeout(l.ctx, interval)",
 		tests: []testRun{{pkg: "./pglock/", run: "TestSessionLock"}, {pkg: "./", run: "TestSingleton"}, {pkg: "./integration/", run: "TestSingletonProcesses"}}},
-	{name: "singleton-xact-lock-per-job", file: "singleton.go",
+	{name: "singleton-xact-lock-per-job", file: "internal/executor/singleton.go",
 		old: "r.locks.TryLockXact(ctx, tx, name)", new: "r.locks.TryLockXact(ctx, tx, fmt.Sprint(name, row.ID))",
 		tests: []testRun{{pkg: "./", run: "TestSingleton"}, {pkg: "./integration/", run: "TestSingletonProcesses/xact"}}},
-	{name: "singleton-session-lock-per-job", file: "singleton.go",
+	{name: "singleton-session-lock-per-job", file: "internal/executor/singleton.go",
 		old: "r.locks.TryLockSession(ctx, name, nil)", new: "r.locks.TryLockSession(ctx, fmt.Sprint(name, row.ID), nil)",
 		tests: []testRun{{pkg: "./", run: "TestSingleton"}, {pkg: "./integration/", run: "TestSingletonProcesses/session"}}},
 
