@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/pgqueue/pgqueue/internal/completer"
+	"github.com/pgqueue/pgqueue/internal/enqueue"
 	"github.com/pgqueue/pgqueue/internal/executor"
 	"github.com/pgqueue/pgqueue/internal/jobsql"
 	"github.com/pgqueue/pgqueue/internal/maintenance"
@@ -33,6 +34,8 @@ type Client struct {
 	channel string
 	// control is the NOTIFY channel of control messages (JobCancel).
 	control string
+	// enq checks and writes the jobs the client enqueues.
+	enq enqueue.Writer
 
 	testHooks testHooks
 
@@ -74,7 +77,9 @@ func New(pool *pgxpool.Pool, config *Config) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Client{pool: pool, config: cfg, q: q, locks: locks, log: cfg.Logger, channel: jobsql.NotifyChannel(cfg.Schema), control: jobsql.ControlChannel(cfg.Schema), periodic: periodic}, nil
+	c := &Client{pool: pool, config: cfg, q: q, locks: locks, log: cfg.Logger, channel: jobsql.NotifyChannel(cfg.Schema), control: jobsql.ControlChannel(cfg.Schema), periodic: periodic}
+	c.enq = enqueue.Writer{Q: q, Channel: c.channel, MaxArgsSize: cfg.MaxArgsSize, DefaultQueue: DefaultQueue, DefaultMaxAttempts: defaultMaxAttempts}
+	return c, nil
 }
 
 // ID returns the client's ID, as stored in the worker_id of the jobs it

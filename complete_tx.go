@@ -6,6 +6,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/pgqueue/pgqueue/internal/enqueue"
 	"github.com/pgqueue/pgqueue/internal/executor"
 	"github.com/pgqueue/pgqueue/internal/jobsql"
 )
@@ -23,7 +24,7 @@ func (c *Client) CompleteTx(ctx context.Context, tx pgx.Tx, job *JobRow) error {
 	if job == nil {
 		return fmt.Errorf("%w job args: nil job", ErrInvalid)
 	}
-	if isNilValue(tx) {
+	if enqueue.IsNilValue(tx) {
 		return fmt.Errorf("complete job %d: %w", job.ID, errNilTx)
 	}
 	if err := jobsql.CompleteInTx(ctx, tx, c.q, job); err != nil {

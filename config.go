@@ -7,12 +7,12 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"regexp"
 	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/pgqueue/pgqueue/internal/enqueue"
 	"github.com/pgqueue/pgqueue/internal/sqlschema"
 )
 
@@ -349,7 +349,7 @@ func (c *Config) withDefaults() (*Config, error) {
 	}
 	queues := make(map[string]QueueConfig, len(out.Queues))
 	for name, qc := range out.Queues {
-		if err := validateQueue(name); err != nil {
+		if err := enqueue.ValidateQueue(name); err != nil {
 			return nil, err
 		}
 		if qc.MaxWorkers < 1 {
@@ -366,16 +366,4 @@ func defaultClientID() string {
 	var b [4]byte
 	_, _ = rand.Read(b[:])
 	return fmt.Sprintf("%s-%d-%s", cmp.Or(host, "host"), os.Getpid(), hex.EncodeToString(b[:]))
-}
-
-// queuePattern is what a queue name must match: 1 to 63 bytes of lower-case
-// letters, digits, '_', '-' and '.', starting with a letter or digit. The
-// limit keeps a queue name usable inside a NOTIFY channel name.
-var queuePattern = regexp.MustCompile(`^[a-z0-9][a-z0-9_.-]{0,62}$`)
-
-func validateQueue(name string) error {
-	if !queuePattern.MatchString(name) {
-		return fmt.Errorf("%w queue name: %q does not match %s", ErrInvalid, name, queuePattern)
-	}
-	return nil
 }

@@ -12,7 +12,8 @@
 // channel, in one round trip and in the caller's transaction when there
 // is one, so the job and the wake-up exist only if it commits.
 // [Client.EnqueueMany] writes large batches with binary COPY. (insert.go,
-// insert_copy.go, notify.go; the statements are in sql/.)
+// unique.go; the checks, unique keys, COPY and writes in internal/enqueue;
+// the statements in internal/jobsql/sql/.)
 //
 // Claim. Once started ([Client.Start]), a client runs one producer per queue it
 // works ([Config.Queues]). A producer claims up to its free worker slots

@@ -8,13 +8,14 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/pgqueue/pgqueue/internal/completer"
+	"github.com/pgqueue/pgqueue/internal/enqueue"
 	"github.com/pgqueue/pgqueue/internal/executor"
 	"github.com/pgqueue/pgqueue/internal/jobsql"
 	"github.com/pgqueue/pgqueue/internal/producer"
 )
 
 // CopyThreshold is the batch size from which EnqueueMany writes with COPY.
-const CopyThreshold = copyThreshold
+const CopyThreshold = enqueue.CopyThreshold
 
 // NotifyChannel is the NOTIFY channel of a schema's inserts.
 var NotifyChannel = jobsql.NotifyChannel

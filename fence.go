@@ -7,6 +7,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/pgqueue/pgqueue/internal/enqueue"
 )
 
 // staleFenceCode is the SQLSTATE check_fence raises for a stale token.
@@ -23,7 +25,7 @@ const staleFenceCode = "PQF01"
 // SQL the same check is the function <schema>.check_fence(resource, token),
 // which raises SQLSTATE PQF01.
 func (c *Client) CheckFenceTx(ctx context.Context, tx pgx.Tx, resource string, token int64) error {
-	if isNilValue(tx) {
+	if enqueue.IsNilValue(tx) {
 		return fmt.Errorf("check fence %q: %w", resource, errNilTx)
 	}
 	if _, err := tx.Exec(ctx, c.q.CheckFence, resource, token); err != nil {

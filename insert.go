@@ -3,16 +3,14 @@ package pgqueue
 import (
 	"cmp"
 	"context"
-	"encoding/json"
 	"fmt"
 	"maps"
-	"math"
 	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/pgqueue/pgqueue/internal/jobsql"
+	"github.com/pgqueue/pgqueue/internal/enqueue"
 )
 
 // EnqueueOpts are the options of one job. The zero value is a job on
@@ -69,20 +67,6 @@ type EnqueueManyParams struct {
 	Args JobArgs
 	// Opts are its options; nil means defaults.
 	Opts *EnqueueOpts
-}
-
-// encodedJob is a validated job ready to be written.
-type encodedJob struct {
-	queue       string
-	kind        string
-	args        []byte
-	priority    int16
-	maxAttempts int
-	runAt       *time.Time
-	tags        []string
-	meta        []byte
-	singleton   *string
-	unique      *uniqueKey // nil unless InsertOpts.Unique
 }
 
 // JobArgsWithEnqueueOpts is implemented by args types that declare the
@@ -153,20 +137,13 @@ func resolveAll(params []EnqueueManyParams) []EnqueueManyParams {
 
 // newInsertParams fills p with one job: args encoded, opts (resolved
 // already) applied.
-func (c *Client) newInsertParams(args JobArgs, opts *EnqueueOpts, p *EnqueueParams) error {
-	if isNilValue(args) { // a typed nil pointer's Kind() may panic
-		return fmt.Errorf("%w job args: nil args (%T)", ErrInvalid, args)
-	}
-	kind := args.Kind()
-	if err := validateKind(kind); err != nil {
+func newInsertParams(args JobArgs, opts *EnqueueOpts, p *EnqueueParams) error {
+	kind, encoded, err := enqueue.EncodeArgs(args)
+	if err != nil {
 		return err
 	}
 	if opts == nil {
 		opts = &EnqueueOpts{}
-	}
-	encoded, err := json.Marshal(args)
-	if err != nil {
-		return fmt.Errorf("%w job args: enqueue %s: %w", ErrInvalid, kind, err)
 	}
 	*p = EnqueueParams{
 		Args: args, Kind: kind, EncodedArgs: encoded,
@@ -176,81 +153,25 @@ func (c *Client) newInsertParams(args JobArgs, opts *EnqueueOpts, p *EnqueuePara
 	return nil
 }
 
-// encode validates and encodes one job, its args type's defaults under
-// opts.
-func (c *Client) encode(args JobArgs, opts *EnqueueOpts) (*encodedJob, error) {
-	return c.encodeResolved(args, resolveOpts(args, opts), "")
+// params fills out with p, as the writer takes a job: the writer checks
+// it, as every insert checks its jobs once the middleware ran.
+func (p *EnqueueParams) params(out *enqueue.Params) {
+	*out = enqueue.Params{
+		Kind: p.Kind, Args: p.EncodedArgs,
+		Queue: p.Queue, Priority: p.Priority, RunAt: p.RunAt, MaxAttempts: p.MaxAttempts,
+		Tags: p.Tags, Meta: p.Meta, SingletonKey: p.SingletonKey, Unique: (*enqueue.Unique)(p.Unique),
+	}
 }
 
-// encodeResolved is encode for opts resolved already, trusting that
-// validQueue, if not empty, is a valid queue name: a batch passes the
-// queue of the job before, so a run of jobs for one queue checks its name
-// once.
-func (c *Client) encodeResolved(args JobArgs, opts *EnqueueOpts, validQueue string) (*encodedJob, error) {
-	var p EnqueueParams
-	if err := c.newInsertParams(args, opts, &p); err != nil {
-		return nil, err
+// jobParams fills p with one job for the writer, without middleware:
+// args encoded, opts (resolved already) applied.
+func jobParams(args JobArgs, opts *EnqueueOpts, p *enqueue.Params) error {
+	var ep EnqueueParams
+	if err := newInsertParams(args, opts, &ep); err != nil {
+		return err
 	}
-	return c.encodeParams(&p, validQueue)
-}
-
-// encodeParams validates a job, as every insert does once its middleware
-// ran, and makes it ready to be written. See encodeResolved for
-// validQueue.
-func (c *Client) encodeParams(p *EnqueueParams, validQueue string) (*encodedJob, error) {
-	kind := p.Kind
-	if err := validateKind(kind); err != nil {
-		return nil, err
-	}
-	queue := cmp.Or(p.Queue, DefaultQueue)
-	if queue != validQueue {
-		if err := validateQueue(queue); err != nil {
-			return nil, fmt.Errorf("enqueue %s: %w", kind, err)
-		}
-	}
-	if p.MaxAttempts < 0 || p.MaxAttempts > math.MaxInt32 {
-		return nil, fmt.Errorf("%w option: enqueue %s: MaxAttempts %d out of range", ErrInvalid, kind, p.MaxAttempts)
-	}
-	if len(p.EncodedArgs) > c.config.MaxArgsSize {
-		return nil, fmt.Errorf("%w: job args: enqueue %s: %d bytes, limit %d", ErrTooLarge, kind, len(p.EncodedArgs), c.config.MaxArgsSize)
-	}
-	meta := []byte("{}")
-	if p.Meta != nil {
-		var err error
-		if meta, err = json.Marshal(p.Meta); err != nil {
-			return nil, fmt.Errorf("%w job args: enqueue %s: meta: %w", ErrInvalid, kind, err)
-		}
-	}
-	if err := validateInsert(p, meta); err != nil {
-		return nil, err
-	}
-	job := &encodedJob{
-		queue:       queue,
-		kind:        kind,
-		args:        p.EncodedArgs,
-		priority:    p.Priority,
-		maxAttempts: cmp.Or(p.MaxAttempts, defaultMaxAttempts),
-		tags:        p.Tags,
-		meta:        meta,
-	}
-	if job.tags == nil {
-		job.tags = []string{}
-	}
-	if p.SingletonKey != "" {
-		key := p.SingletonKey
-		job.singleton = &key
-	}
-	if !p.RunAt.IsZero() {
-		runAt := p.RunAt
-		job.runAt = &runAt
-	}
-	if p.Unique != nil {
-		var err error
-		if job.unique, err = newUniqueKey(p.Unique, kind, queue, p.EncodedArgs); err != nil {
-			return nil, err
-		}
-	}
-	return job, nil
+	ep.params(p)
+	return nil
 }
 
 // Enqueue inserts one job and returns its row. The job is committed when
@@ -271,32 +192,26 @@ func (c *Client) EnqueueTx(ctx context.Context, tx pgx.Tx, args JobArgs, opts *E
 	return c.insert(ctx, tx, args, opts)
 }
 
-type queryer interface {
-	SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults
-}
-
-func (c *Client) insert(ctx context.Context, db queryer, args JobArgs, opts *EnqueueOpts) (*EnqueueResult, error) {
+func (c *Client) insert(ctx context.Context, db enqueue.Batcher, args JobArgs, opts *EnqueueOpts) (*EnqueueResult, error) {
 	if err := ctxError(ctx, "enqueue"); err != nil {
 		return nil, err
 	}
 	if len(c.config.EnqueueMiddleware) == 0 {
-		job, err := c.encode(args, opts)
-		if err != nil {
+		var p enqueue.Params
+		if err := jobParams(args, resolveOpts(args, opts), &p); err != nil {
 			return nil, err
 		}
-		return c.insertJob(ctx, db, job)
+		return c.insertJob(ctx, db, &p)
 	}
 	var p EnqueueParams
-	if err := c.newInsertParams(args, resolveOpts(args, opts), &p); err != nil {
+	if err := newInsertParams(args, resolveOpts(args, opts), &p); err != nil {
 		return nil, err
 	}
 	paramsForMiddleware(&p)
 	res, err := c.runInsertMiddleware(ctx, []*EnqueueParams{&p}, func(ctx context.Context) (*EnqueuedJobs, error) {
-		job, err := c.encodeParams(&p, "")
-		if err != nil {
-			return nil, err
-		}
-		r, err := c.insertJob(ctx, db, job)
+		var ep enqueue.Params
+		p.params(&ep)
+		r, err := c.insertJob(ctx, db, &ep)
 		if err != nil {
 			return nil, err
 		}
@@ -314,33 +229,13 @@ func (c *Client) insert(ctx context.Context, db queryer, args JobArgs, opts *Enq
 	return &EnqueueResult{JobRow: res.Rows[0], Duplicate: len(res.Duplicates) > 0}, nil
 }
 
-// insertJob writes one validated job.
-func (c *Client) insertJob(ctx context.Context, db queryer, job *encodedJob) (*EnqueueResult, error) {
-	if job.unique != nil {
-		return c.insertUnique(ctx, db, job)
-	}
-	// One round trip; the statements share the implicit transaction of the
-	// batch (or the caller's), so the notification goes out at commit.
-	batch := &pgx.Batch{}
-	// JSON goes as text: in exec and simple_protocol mode pgx sends []byte
-	// as bytea, which a jsonb parameter refuses.
-	batch.Queue(c.q.Insert, job.queue, job.kind, string(job.args), job.priority, job.maxAttempts, job.runAt, job.tags, string(job.meta), job.singleton)
-	batch.Queue(c.q.Notify, c.channel, job.queue, job.runAt)
-	results := db.SendBatch(ctx, batch)
-	rows, err := results.Query()
+// insertJob checks and writes one job, with its notification.
+func (c *Client) insertJob(ctx context.Context, db enqueue.Batcher, p *enqueue.Params) (*EnqueueResult, error) {
+	row, dup, err := c.enq.One(ctx, db, p)
 	if err != nil {
-		_ = results.Close()
-		return nil, dbError("enqueue "+job.kind, err)
+		return nil, err
 	}
-	row, err := pgx.CollectExactlyOneRow(rows, jobsql.ScanJobRow)
-	if err != nil {
-		_ = results.Close()
-		return nil, dbError("enqueue "+job.kind, err)
-	}
-	if err := results.Close(); err != nil {
-		return nil, dbError("enqueue "+job.kind, err)
-	}
-	return &EnqueueResult{JobRow: row}, nil
+	return &EnqueueResult{JobRow: row, Duplicate: dup}, nil
 }
 
 // EnqueueMany inserts jobs, all or none, and says how many it inserted.
@@ -371,10 +266,6 @@ func (c *Client) EnqueueMany(ctx context.Context, params []EnqueueManyParams) (*
 	return res, nil
 }
 
-// copyThreshold is the batch size from which EnqueueMany uses COPY;
-// smaller batches are one INSERT statement, which costs fewer round trips.
-const copyThreshold = 64
-
 // EnqueueManyTx inserts jobs inside tx: they exist only if tx commits.
 // See EnqueueMany.
 func (c *Client) EnqueueManyTx(ctx context.Context, tx pgx.Tx, params []EnqueueManyParams) (*EnqueueManyResult, error) {
@@ -382,8 +273,8 @@ func (c *Client) EnqueueManyTx(ctx context.Context, tx pgx.Tx, params []EnqueueM
 	return res, err
 }
 
-// enqueueMany is EnqueueManyTx; it also returns the queues it wrote jobs
-// due now to, for EnqueueMany to wake once committed.
+// enqueueMany is EnqueueManyTx; it also returns the queues to wake once
+// committed (of the jobs due now, for COPY).
 func (c *Client) enqueueMany(ctx context.Context, tx pgx.Tx, params []EnqueueManyParams) (*EnqueueManyResult, map[string]bool, error) {
 	if err := ctxError(ctx, "enqueue many"); err != nil {
 		return nil, nil, err
@@ -394,30 +285,22 @@ func (c *Client) enqueueMany(ctx context.Context, tx pgx.Tx, params []EnqueueMan
 	if len(c.config.EnqueueMiddleware) > 0 {
 		return c.enqueueManyMiddleware(ctx, tx, params)
 	}
-	params = resolveAll(params)
-	unique := slices.ContainsFunc(params, func(p EnqueueManyParams) bool { return p.Opts != nil && p.Opts.Unique != nil })
-	if len(params) >= copyThreshold && !unique {
-		n, due, err := c.copyMany(ctx, tx, copySource{
-			n:     len(params),
-			later: func(i int) bool { return params[i].Opts != nil && !params[i].Opts.RunAt.IsZero() },
-			encode: func(i int, validQueue string) (*encodedJob, error) {
-				return c.encodeResolved(params[i].Args, params[i].Opts, validQueue)
-			},
-		})
-		if err != nil {
-			return nil, nil, err
-		}
-		return &EnqueueManyResult{Enqueued: n}, due, nil
+	res, err := c.enq.Many(ctx, tx, manySource(resolveAll(params)))
+	if err != nil {
+		return nil, nil, err
 	}
-	jobs := make([]*encodedJob, len(params))
-	for i, p := range params {
-		job, err := c.encodeResolved(p.Args, p.Opts, "")
-		if err != nil {
-			return nil, nil, fmt.Errorf("job %d: %w", i, err)
-		}
-		jobs[i] = job
+	return &EnqueueManyResult{Enqueued: res.Enqueued, Duplicates: res.Duplicates}, res.Queues, nil
+}
+
+// manySource is params, resolved already, as the writer reads a batch:
+// each job encoded when the write reaches it.
+func manySource(params []EnqueueManyParams) enqueue.Source {
+	return enqueue.Source{
+		N:      len(params),
+		Unique: slices.ContainsFunc(params, func(p EnqueueManyParams) bool { return p.Opts != nil && p.Opts.Unique != nil }),
+		Later:  func(i int) bool { return params[i].Opts != nil && !params[i].Opts.RunAt.IsZero() },
+		Params: func(i int, p *enqueue.Params) error { return jobParams(params[i].Args, params[i].Opts, p) },
 	}
-	return c.writeMany(ctx, tx, jobs)
 }
 
 // enqueueManyMiddleware is enqueueMany through the insert middleware: the
@@ -427,7 +310,7 @@ func (c *Client) enqueueManyMiddleware(ctx context.Context, tx pgx.Tx, params []
 	store := make([]EnqueueParams, len(params))
 	ps := make([]*EnqueueParams, len(params))
 	for i, p := range params {
-		if err := c.newInsertParams(p.Args, resolveOpts(p.Args, p.Opts), &store[i]); err != nil {
+		if err := newInsertParams(p.Args, resolveOpts(p.Args, p.Opts), &store[i]); err != nil {
 			return nil, nil, fmt.Errorf("job %d: %w", i, err)
 		}
 		paramsForMiddleware(&store[i])
@@ -435,128 +318,20 @@ func (c *Client) enqueueManyMiddleware(ctx context.Context, tx pgx.Tx, params []
 	}
 	var queues map[string]bool
 	res, err := c.runInsertMiddleware(ctx, ps, func(ctx context.Context) (*EnqueuedJobs, error) {
-		var r *EnqueueManyResult
-		var err error
-		if len(ps) >= copyThreshold && !slices.ContainsFunc(ps, func(p *EnqueueParams) bool { return p.Unique != nil }) {
-			var n int64
-			n, queues, err = c.copyMany(ctx, tx, copySource{
-				n:      len(ps),
-				later:  func(i int) bool { return !ps[i].RunAt.IsZero() },
-				encode: func(i int, validQueue string) (*encodedJob, error) { return c.encodeParams(ps[i], validQueue) },
-			})
-			r = &EnqueueManyResult{Enqueued: n}
-		} else {
-			jobs := make([]*encodedJob, len(ps))
-			for i, p := range ps {
-				if jobs[i], err = c.encodeParams(p, ""); err != nil {
-					return nil, fmt.Errorf("job %d: %w", i, err)
-				}
-			}
-			r, queues, err = c.writeMany(ctx, tx, jobs)
-		}
+		r, err := c.enq.Many(ctx, tx, enqueue.Source{
+			N:      len(ps),
+			Unique: slices.ContainsFunc(ps, func(p *EnqueueParams) bool { return p.Unique != nil }),
+			Later:  func(i int) bool { return !ps[i].RunAt.IsZero() },
+			Params: func(i int, p *enqueue.Params) error { ps[i].params(p); return nil },
+		})
 		if err != nil {
 			return nil, err
 		}
+		queues = r.Queues
 		return &EnqueuedJobs{Enqueued: r.Enqueued, Duplicates: r.Duplicates}, nil
 	})
 	if err != nil {
 		return nil, nil, err
 	}
 	return &EnqueueManyResult{Enqueued: res.Enqueued, Duplicates: res.Duplicates}, queues, nil
-}
-
-// writeMany writes a batch of validated jobs in statements (chunks when
-// some are unique) and returns the queues of its jobs.
-func (c *Client) writeMany(ctx context.Context, tx pgx.Tx, jobs []*encodedJob) (*EnqueueManyResult, map[string]bool, error) {
-	queues := map[string]bool{}
-	unique := false
-	for _, j := range jobs {
-		queues[j.queue] = true
-		unique = unique || j.unique != nil
-	}
-	if unique {
-		res, err := c.insertManyUnique(ctx, tx, jobs)
-		return res, queues, err
-	}
-	n, err := c.insertMany(ctx, tx, jobs)
-	if err != nil {
-		return nil, nil, err
-	}
-	return &EnqueueManyResult{Enqueued: n}, queues, nil
-}
-
-// insertMany writes a small batch, and its notifications, in one round trip.
-func (c *Client) insertMany(ctx context.Context, tx pgx.Tx, jobs []*encodedJob) (int64, error) {
-	cols, err := newJobColumns(jobs)
-	if err != nil {
-		return 0, err
-	}
-	batch := &pgx.Batch{}
-	batch.Queue(c.q.InsertMany, cols.args()...)
-	batch.Queue(c.q.NotifyDue, c.channel, cols.queues, cols.runAts)
-	results := tx.SendBatch(ctx, batch)
-	tag, err := results.Exec()
-	if err == nil {
-		_, err = results.Exec()
-	}
-	if cerr := results.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return 0, dbError("enqueue many", err)
-	}
-	return tag.RowsAffected(), nil
-}
-
-// jobColumns are a batch's jobs as the column arrays of
-// sql/insert_many.sql: one array per column, tags as JSON (a SQL array
-// cannot hold rows of different lengths). JSON columns are text: in exec
-// and simple_protocol mode pgx sends [][]byte as bytea[].
-type jobColumns struct {
-	queues, kinds       []string
-	singletons          []*string
-	encArgs, tags, meta []string
-	priorities          []int16
-	maxAttempts         []int32
-	runAts              []*time.Time
-}
-
-func newJobColumns(jobs []*encodedJob) (*jobColumns, error) {
-	n := len(jobs)
-	c := &jobColumns{
-		queues: make([]string, n), kinds: make([]string, n), singletons: make([]*string, n),
-		encArgs: make([]string, n), tags: make([]string, n), meta: make([]string, n),
-		priorities: make([]int16, n), maxAttempts: make([]int32, n), runAts: make([]*time.Time, n),
-	}
-	for i, j := range jobs {
-		t, err := json.Marshal(j.tags)
-		if err != nil {
-			return nil, fmt.Errorf("%w job args: tags: %w", ErrInvalid, err)
-		}
-		c.queues[i], c.kinds[i], c.singletons[i] = j.queue, j.kind, j.singleton
-		c.encArgs[i], c.tags[i], c.meta[i] = string(j.args), string(t), string(j.meta)
-		c.priorities[i], c.maxAttempts[i], c.runAts[i] = j.priority, int32(j.maxAttempts), j.runAt
-	}
-	return c, nil
-}
-
-// args are the statement's first nine arguments, in its order.
-func (c *jobColumns) args() []any {
-	return []any{c.queues, c.kinds, c.encArgs, c.priorities, c.maxAttempts, c.tags, c.meta, c.singletons, c.runAts}
-}
-
-// notifyQueues sends one notification per queue in due, however many
-// jobs each got: delivered at commit.
-func (c *Client) notifyQueues(ctx context.Context, tx pgx.Tx, due map[string]bool) error {
-	if len(due) == 0 {
-		return nil
-	}
-	queues := make([]string, 0, len(due))
-	for q := range due {
-		queues = append(queues, q)
-	}
-	if _, err := tx.Exec(ctx, c.q.NotifyQueues, c.channel, queues); err != nil {
-		return dbError("enqueue many: notify", err)
-	}
-	return nil
 }

@@ -6,6 +6,8 @@ import (
 	"slices"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/pgqueue/pgqueue/internal/enqueue"
 )
 
 // copyColumns are the columns a COPY of jobs due now writes, in the order
@@ -15,14 +17,15 @@ var (
 	copyColumnsScheduled = append(slices.Clip(copyColumns), "run_at", "state")
 )
 
-// copyStreamPgx is copyStream through pgx's CopyFrom (pgx encodes each
-// row, in a goroutine of its own, while the server reads) instead of the
-// hand-written encoder: the oracle the row-identity tests hold the
-// hand-written stream to (TestCopyEncodersAgreeOnEdgeValues,
-// FuzzCopyEncoders), and the other side of BenchmarkCopyEncoder. It stays
-// out of the library: it cost 1.6 to 2.3 times the client CPU per job for
-// the same end-to-end time (docs/performance.md).
-func (c *Client) copyStreamPgx(ctx context.Context, sp pgx.Tx, src copySource, later bool, due map[string]bool) (int64, error) {
+// copyStreamPgx is a COPY stream of enqueue.Writer.Copy through pgx's
+// CopyFrom (pgx encodes each row, in a goroutine of its own, while the
+// server reads) instead of the hand-written encoder: the oracle the
+// row-identity tests hold the hand-written stream to
+// (TestCopyEncodersAgreeOnEdgeValues, FuzzCopyEncoders), and the other
+// side of BenchmarkCopyEncoder. It stays out of the library: it cost 1.6
+// to 2.3 times the client CPU per job for the same end-to-end time
+// (docs/performance.md).
+func (c *Client) copyStreamPgx(ctx context.Context, sp pgx.Tx, src enqueue.Source, later bool, due map[string]bool) (int64, error) {
 	cols := copyColumns
 	if later {
 		cols = copyColumnsScheduled
@@ -31,24 +34,31 @@ func (c *Client) copyStreamPgx(ctx context.Context, sp pgx.Tx, src copySource, l
 	// returning, so encodeErr and due are safe to read afterwards.
 	var encodeErr error
 	var validQueue, dueQueue string
-	row := make([]any, len(cols)) // pgx encodes a row before asking for the next
+	// pgx encodes a row before asking for the next, so the row, the job
+	// it points into and the params are reused.
+	row := make([]any, len(cols))
+	var p enqueue.Params
+	var job enqueue.Job
 	i := -1
 	next := func() ([]any, error) {
-		for i++; i < src.n && src.later(i) != later; i++ {
+		for i++; i < src.N && src.Later(i) != later; i++ {
 		}
-		if i >= src.n {
+		if i >= src.N {
 			return nil, nil
 		}
-		job, err := src.encode(i, validQueue)
+		err := src.Params(i, &p)
+		if err == nil {
+			err = c.enq.Encode(&p, validQueue, &job)
+		}
 		if err != nil {
 			encodeErr = fmt.Errorf("job %d: %w", i, err)
 			return nil, encodeErr
 		}
-		validQueue = job.queue
-		if !later && job.queue != dueQueue {
-			due[job.queue], dueQueue = true, job.queue
+		validQueue = job.Queue
+		if !later && job.Queue != dueQueue {
+			due[job.Queue], dueQueue = true, job.Queue
 		}
-		copyRow(row, job, later)
+		copyRow(row, &job, later)
 		return row, nil
 	}
 	n, err := sp.CopyFrom(ctx, pgx.Identifier{c.config.Schema, "jobs"}, cols, pgx.CopyFromFunc(next))
@@ -63,11 +73,15 @@ func (c *Client) copyStreamPgx(ctx context.Context, sp pgx.Tx, src copySource, l
 
 // copyRow fills row with job's values in the order of copyColumns (later:
 // copyColumnsScheduled). JSON goes as []byte, which pgx writes as it is.
-func copyRow(row []any, job *encodedJob, later bool) {
-	row[0], row[1], row[2] = job.queue, job.kind, job.args
-	row[3], row[4], row[5] = job.priority, int32(job.maxAttempts), job.tags
-	row[6], row[7] = job.meta, job.singleton
+func copyRow(row []any, job *enqueue.Job, later bool) {
+	var singleton *string // NULL
+	if job.SingletonKey != "" {
+		singleton = &job.SingletonKey
+	}
+	row[0], row[1], row[2] = job.Queue, job.Kind, job.Args
+	row[3], row[4], row[5] = job.Priority, int32(job.MaxAttempts), job.Tags
+	row[6], row[7] = job.Meta, singleton
 	if later {
-		row[8], row[9] = *job.runAt, string(StateScheduled)
+		row[8], row[9] = job.RunAt, string(StateScheduled)
 	}
 }

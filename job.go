@@ -2,7 +2,6 @@ package pgqueue
 
 import (
 	"encoding/json"
-	"fmt"
 
 	"github.com/jackc/pgx/v5"
 
@@ -62,19 +61,6 @@ const (
 	OutcomeReleased  = pgqueuetype.OutcomeReleased
 	OutcomeLost      = pgqueuetype.OutcomeLost
 )
-
-// validateKind checks a kind as returned by JobArgs.Kind: stored in a text
-// column and compared byte for byte, it must not be empty, and 255 bytes
-// are plenty for a stable name.
-func validateKind(kind string) error {
-	if kind == "" || len(kind) > 255 {
-		return fmt.Errorf("%w job kind: %q", ErrInvalid, kind)
-	}
-	if err := validateText("kind", kind); err != nil {
-		return fmt.Errorf("%w job kind: %w", ErrInvalid, err)
-	}
-	return nil
-}
 
 // Job is a claimed job handed to a Worker, with its args decoded.
 type Job[T JobArgs] struct {

@@ -7,6 +7,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgtype"
+
+	"github.com/pgqueue/pgqueue/internal/enqueue"
 )
 
 // QueuePause pauses the queue name: from the commit on, no client of the
@@ -50,7 +52,7 @@ func (c *Client) queueControl(ctx context.Context, db interface {
 	if err := ctxError(ctx, op); err != nil {
 		return err
 	}
-	if err := validateQueue(name); err != nil {
+	if err := enqueue.ValidateQueue(name); err != nil {
 		return err
 	}
 	var err error

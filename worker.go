@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/pgqueue/pgqueue/internal/enqueue"
 	"github.com/pgqueue/pgqueue/internal/executor"
 )
 
@@ -66,10 +67,10 @@ func NewWorkers() *Workers {
 func AddWorker[T JobArgs](ws *Workers, w Worker[T], opts *WorkerOpts) error {
 	var zero T
 	kind := zero.Kind()
-	if err := validateKind(kind); err != nil {
+	if err := enqueue.ValidateKind(kind); err != nil {
 		return err
 	}
-	if isNilValue(w) {
+	if enqueue.IsNilValue(w) {
 		return fmt.Errorf("%w option: kind %q: nil worker", ErrInvalid, kind)
 	}
 	if opts == nil {

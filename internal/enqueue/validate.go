@@ -1,11 +1,14 @@
-package pgqueue
+package enqueue
 
 import (
 	"fmt"
 	"reflect"
+	"regexp"
 	"strings"
 	"time"
 	"unicode/utf8"
+
+	"github.com/pgqueue/pgqueue/pgqueuetype"
 )
 
 // The RunAt years every insert path stores exactly. PostgreSQL reaches
@@ -16,10 +19,10 @@ const (
 	maxRunAtYear = 9999
 )
 
-// isNilValue reports whether v is nil or an interface holding a nil
+// IsNilValue reports whether v is nil or an interface holding a nil
 // pointer, map, slice, func or chan: calling a method on such a value can
 // panic, and its JSON is null, not the job's args.
-func isNilValue(v any) bool {
+func IsNilValue(v any) bool {
 	if v == nil {
 		return true
 	}
@@ -29,6 +32,33 @@ func isNilValue(v any) bool {
 		return rv.IsNil()
 	}
 	return false
+}
+
+// ValidateKind checks a kind as returned by JobArgs.Kind: stored in a text
+// column and compared byte for byte, it must not be empty, and 255 bytes
+// are plenty for a stable name.
+func ValidateKind(kind string) error {
+	if kind == "" || len(kind) > 255 {
+		return fmt.Errorf("%w job kind: %q", pgqueuetype.ErrInvalid, kind)
+	}
+	if err := validateText("kind", kind); err != nil {
+		return fmt.Errorf("%w job kind: %w", pgqueuetype.ErrInvalid, err)
+	}
+	return nil
+}
+
+// queuePattern is what a queue name must match: 1 to 63 bytes of lower-case
+// letters, digits, '_', '-' and '.', starting with a letter or digit. The
+// limit keeps a queue name usable inside a NOTIFY channel name.
+var queuePattern = regexp.MustCompile(`^[a-z0-9][a-z0-9_.-]{0,62}$`)
+
+// ValidateQueue checks a queue name: every insert, the configured queues
+// and queue pause and resume refuse the same names.
+func ValidateQueue(name string) error {
+	if !queuePattern.MatchString(name) {
+		return fmt.Errorf("%w queue name: %q does not match %s", pgqueuetype.ErrInvalid, name, queuePattern)
+	}
+	return nil
 }
 
 // validateText refuses what PostgreSQL's text columns refuse, before it
@@ -79,29 +109,29 @@ func validateRunAt(t time.Time) error {
 	return nil
 }
 
-// validateInsert checks the fields of p that encodeParams passes on as
-// they are, so that every insert path refuses the same input with the
-// same typed error instead of the server's untyped one, or altering it.
-func validateInsert(p *EnqueueParams, meta []byte) error {
-	kind := p.Kind // validateKind checked it
+// validateInsert checks the fields of p that Encode passes on as they
+// are, so that every insert path refuses the same input with the same
+// typed error instead of the server's untyped one, or altering it.
+func validateInsert(p *Params, meta []byte) error {
+	kind := p.Kind // ValidateKind checked it
 	for _, tag := range p.Tags {
 		if err := validateText("tag", tag); err != nil {
-			return fmt.Errorf("%w option: enqueue %s: %w", ErrInvalid, kind, err)
+			return fmt.Errorf("%w option: enqueue %s: %w", pgqueuetype.ErrInvalid, kind, err)
 		}
 	}
 	if err := validateText("SingletonKey", p.SingletonKey); err != nil {
-		return fmt.Errorf("%w option: enqueue %s: %w", ErrInvalid, kind, err)
+		return fmt.Errorf("%w option: enqueue %s: %w", pgqueuetype.ErrInvalid, kind, err)
 	}
 	if !p.RunAt.IsZero() {
 		if err := validateRunAt(p.RunAt); err != nil {
-			return fmt.Errorf("%w option: enqueue %s: %w", ErrInvalid, kind, err)
+			return fmt.Errorf("%w option: enqueue %s: %w", pgqueuetype.ErrInvalid, kind, err)
 		}
 	}
-	if err := validateJSONText("args", p.EncodedArgs); err != nil {
-		return fmt.Errorf("%w job args: enqueue %s: %w", ErrInvalid, kind, err)
+	if err := validateJSONText("args", p.Args); err != nil {
+		return fmt.Errorf("%w job args: enqueue %s: %w", pgqueuetype.ErrInvalid, kind, err)
 	}
 	if err := validateJSONText("meta", meta); err != nil {
-		return fmt.Errorf("%w option: enqueue %s: %w", ErrInvalid, kind, err)
+		return fmt.Errorf("%w option: enqueue %s: %w", pgqueuetype.ErrInvalid, kind, err)
 	}
 	return nil
 }

@@ -1,4 +1,4 @@
-package pgqueue
+package enqueue
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/pgqueue/pgqueue/internal/jobsql"
+	"github.com/pgqueue/pgqueue/pgqueuetype"
 )
 
 // uniqueAttempts bounds insertUnique's tries. A try comes back empty only
@@ -18,43 +19,46 @@ const uniqueAttempts = 5
 
 // insertUnique writes one unique job, or finds the equal job that blocks
 // it, with its notification, one round trip a try.
-func (c *Client) insertUnique(ctx context.Context, db queryer, job *encodedJob) (*EnqueueResult, error) {
+func (w *Writer) insertUnique(ctx context.Context, db Batcher, job *Job) (*pgqueuetype.JobRow, bool, error) {
 	u := job.unique
 	for range uniqueAttempts {
 		batch := &pgx.Batch{}
-		// JSON as text, as in insertJob.
-		batch.Queue(c.q.InsertUnique, job.queue, job.kind, string(job.args), job.priority, job.maxAttempts, job.runAt, job.tags, string(job.meta), job.singleton,
+		// JSON as text, as in One.
+		batch.Queue(w.Q.InsertUnique, job.Queue, job.Kind, string(job.Args), job.Priority, job.MaxAttempts, job.runAtArg(), job.Tags, string(job.Meta), job.singletonArg(),
 			u.base, u.periodUS, u.states)
-		batch.Queue(c.q.Notify, c.channel, job.queue, job.runAt)
+		batch.Queue(w.Q.Notify, w.Channel, job.Queue, job.runAtArg())
 		results := db.SendBatch(ctx, batch)
 		rows, err := results.Query()
 		if err != nil {
 			_ = results.Close()
-			return nil, dbError("enqueue "+job.kind, err)
+			return nil, false, dbError("enqueue "+job.Kind, err)
 		}
-		var res *EnqueueResult
-		var s jobsql.Scanner
+		var (
+			found    *pgqueuetype.JobRow
+			foundDup bool
+			s        jobsql.Scanner
+		)
 		for rows.Next() {
 			dup, row, err := s.ScanFlagged(rows)
 			if err != nil {
 				rows.Close()
 				_ = results.Close()
-				return nil, dbError("enqueue "+job.kind, err)
+				return nil, false, dbError("enqueue "+job.Kind, err)
 			}
-			res = &EnqueueResult{JobRow: row, Duplicate: dup}
+			found, foundDup = row, dup
 		}
 		if err := rows.Err(); err != nil {
 			_ = results.Close()
-			return nil, dbError("enqueue "+job.kind, err)
+			return nil, false, dbError("enqueue "+job.Kind, err)
 		}
 		if err := results.Close(); err != nil {
-			return nil, dbError("enqueue "+job.kind, err)
+			return nil, false, dbError("enqueue "+job.Kind, err)
 		}
-		if res != nil {
-			return res, nil
+		if found != nil {
+			return found, foundDup, nil
 		}
 	}
-	return nil, fmt.Errorf("pgqueue: enqueue %s: unique job neither inserted nor found in %d tries", job.kind, uniqueAttempts)
+	return nil, false, fmt.Errorf("pgqueue: enqueue %s: unique job neither inserted nor found in %d tries", job.Kind, uniqueAttempts)
 }
 
 // uniqueChunk is the most jobs insertManyUnique writes in one statement.
@@ -64,16 +68,16 @@ const uniqueChunk = 1000
 // uniqueChunk jobs, with its notifications. A later chunk's job that
 // equals an earlier chunk's conflicts with it in the table, so duplicates
 // across chunks are found too.
-func (c *Client) insertManyUnique(ctx context.Context, tx pgx.Tx, jobs []*encodedJob) (*EnqueueManyResult, error) {
-	res := &EnqueueManyResult{}
+func (w *Writer) insertManyUnique(ctx context.Context, tx pgx.Tx, jobs []Job) (Result, error) {
+	var res Result
 	for start := 0; start < len(jobs); start += uniqueChunk {
 		chunk := jobs[start:min(start+uniqueChunk, len(jobs))]
-		inserted, err := c.insertUniqueChunk(ctx, tx, chunk)
+		inserted, err := w.insertUniqueChunk(ctx, tx, chunk)
 		if err != nil {
-			return nil, err
+			return Result{}, err
 		}
-		for i, j := range chunk {
-			if j.unique == nil || inserted[i] {
+		for i := range chunk {
+			if chunk[i].unique == nil || inserted[i] {
 				res.Enqueued++
 			} else {
 				res.Duplicates = append(res.Duplicates, start+i)
@@ -85,15 +89,15 @@ func (c *Client) insertManyUnique(ctx context.Context, tx pgx.Tx, jobs []*encode
 
 // insertUniqueChunk writes one statement's worth of jobs and returns which
 // unique ones it inserted, by position in chunk.
-func (c *Client) insertUniqueChunk(ctx context.Context, tx pgx.Tx, chunk []*encodedJob) (map[int]bool, error) {
+func (w *Writer) insertUniqueChunk(ctx context.Context, tx pgx.Tx, chunk []Job) (map[int]bool, error) {
 	cols, err := newJobColumns(chunk)
 	if err != nil {
 		return nil, err
 	}
 	// states are jsonb, so text (see jobColumns); bases are bytea.
 	bases, periods, states := make([][]byte, len(chunk)), make([]int64, len(chunk)), make([]*string, len(chunk))
-	for i, j := range chunk {
-		if u := j.unique; u != nil {
+	for i := range chunk {
+		if u := chunk[i].unique; u != nil {
 			bases[i], periods[i] = u.base, u.periodUS
 			b, err := json.Marshal(u.states)
 			if err != nil {
@@ -104,8 +108,8 @@ func (c *Client) insertUniqueChunk(ctx context.Context, tx pgx.Tx, chunk []*enco
 		}
 	}
 	batch := &pgx.Batch{}
-	batch.Queue(c.q.InsertManyUnique, append(cols.args(), bases, periods, states)...)
-	batch.Queue(c.q.NotifyDue, c.channel, cols.queues, cols.runAts)
+	batch.Queue(w.Q.InsertManyUnique, append(cols.args(), bases, periods, states)...)
+	batch.Queue(w.Q.NotifyDue, w.Channel, cols.queues, cols.runAts)
 	br := tx.SendBatch(ctx, batch)
 	inserted := map[int]bool{}
 	rows, err := br.Query()

@@ -1,4 +1,4 @@
-package pgqueue
+package enqueue
 
 import (
 	"bufio"
@@ -9,63 +9,61 @@ import (
 	"io"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/pgqueue/pgqueue/pgqueuetype"
 )
 
-// copyMany writes a large batch with COPY in binary format. Jobs are
-// encoded while the server reads the stream, so JSON encoding overlaps the
-// insert instead of preceding it. An invalid job can therefore come to
-// light mid-stream: the COPY runs inside a savepoint, and rolling back to
-// it leaves the caller's transaction as it was.
+// CopyStream runs one COPY, inside the savepoint sp, of the jobs of src
+// that are (later) or are not scheduled, noting in due the queues of the
+// jobs due now, and returns how many it wrote. Copy's own is the
+// hand-written binary encoder; tests hold it to pgx's CopyFrom through
+// this type.
+type CopyStream func(ctx context.Context, sp pgx.Tx, src Source, later bool, due map[string]bool) (int64, error)
+
+// Copy writes src with COPY in binary format, each COPY run by stream
+// (nil: the hand-written encoder). Jobs are encoded while the server reads
+// the stream, so JSON encoding overlaps the insert instead of preceding
+// it. An invalid job can therefore come to light mid-stream: the COPY runs
+// inside a savepoint, and rolling back to it leaves tx as it was.
 //
 // Jobs with a RunAt are written as scheduled, and the scheduler makes the
 // due ones available: COPY cannot compare with now(), and the client's
-// clock is never compared with the database's. It returns how many jobs
-// it wrote and the queues of those due now.
-func (c *Client) copyMany(ctx context.Context, tx pgx.Tx, src copySource) (int64, map[string]bool, error) {
-	return c.copyManyWith(ctx, tx, src, c.copyStream)
-}
-
-// copyStreamFunc runs one COPY of the jobs of src that are (later) or are
-// not scheduled, noting in due the queues of jobs due now.
-type copyStreamFunc func(ctx context.Context, sp pgx.Tx, src copySource, later bool, due map[string]bool) (int64, error)
-
-// copyManyWith is copyMany with each COPY run by stream.
-func (c *Client) copyManyWith(ctx context.Context, tx pgx.Tx, src copySource, stream copyStreamFunc) (int64, map[string]bool, error) {
+// clock is never compared with the database's. The result's Queues are
+// those of the jobs due now. src.Unique is not looked at: a unique job's
+// key would be dropped.
+func (w *Writer) Copy(ctx context.Context, tx pgx.Tx, src Source, stream CopyStream) (Result, error) {
+	if stream == nil {
+		stream = w.copyStream
+	}
 	sp, err := tx.Begin(ctx)
 	if err != nil {
-		return 0, nil, dbError("enqueue many: savepoint", err)
+		return Result{}, dbError("enqueue many: savepoint", err)
 	}
 	n, due, err := copyInSavepoint(ctx, sp, src, stream)
 	if err != nil {
 		_ = sp.Rollback(context.WithoutCancel(ctx))
-		return 0, nil, err
+		return Result{}, err
 	}
 	if err := sp.Commit(ctx); err != nil {
-		return 0, nil, dbError("enqueue many: release savepoint", err)
+		return Result{}, dbError("enqueue many: release savepoint", err)
 	}
-	return n, due, c.notifyQueues(ctx, tx, due)
+	if err := w.notifyQueues(ctx, tx, due); err != nil {
+		return Result{}, err
+	}
+	return Result{Enqueued: n, Queues: due}, nil
 }
 
-// copySource is the jobs of a COPY: n of them, each encoded when the
-// stream reaches it (see encodeResolved for validQueue); later says which
-// are scheduled.
-type copySource struct {
-	n      int
-	later  func(i int) bool
-	encode func(i int, validQueue string) (*encodedJob, error)
-}
-
-func copyInSavepoint(ctx context.Context, sp pgx.Tx, src copySource, stream copyStreamFunc) (int64, map[string]bool, error) {
+func copyInSavepoint(ctx context.Context, sp pgx.Tx, src Source, stream CopyStream) (int64, map[string]bool, error) {
 	var scheduled int
-	for i := range src.n {
-		if src.later(i) {
+	for i := range src.N {
+		if src.Later(i) {
 			scheduled++
 		}
 	}
 	due := map[string]bool{}
 	var total int64
 	for _, later := range []bool{false, true} {
-		if later && scheduled == 0 || !later && scheduled == src.n {
+		if later && scheduled == 0 || !later && scheduled == src.N {
 			continue
 		}
 		n, err := stream(ctx, sp, src, later, due)
@@ -80,16 +78,16 @@ func copyInSavepoint(ctx context.Context, sp pgx.Tx, src copySource, stream copy
 // copyStream runs one COPY of the jobs that are (later) or are not
 // scheduled, fed by an encoder goroutine through a pipe. due collects the
 // queues of the jobs due now.
-func (c *Client) copyStream(ctx context.Context, sp pgx.Tx, src copySource, later bool, due map[string]bool) (int64, error) {
-	sql := c.q.CopyJobs
+func (w *Writer) copyStream(ctx context.Context, sp pgx.Tx, src Source, later bool, due map[string]bool) (int64, error) {
+	sql := w.Q.CopyJobs
 	if later {
-		sql = c.q.CopyJobsScheduled
+		sql = w.Q.CopyJobsScheduled
 	}
 
 	pr, pw := io.Pipe()
 	encodeErr := make(chan error, 1)
 	go func() {
-		err := c.encodeCopy(pw, src, later, due)
+		err := w.encodeCopy(pw, src, later, due)
 		encodeErr <- err
 		pw.CloseWithError(err) // nil: EOF, the end of the stream
 	}()
@@ -116,29 +114,33 @@ var copyHeader = []byte("PGCOPY\n\xff\r\n\x00\x00\x00\x00\x00\x00\x00\x00\x00")
 const textOID = 25
 
 // encodeCopy writes the binary COPY stream of the jobs that are (later)
-// or are not scheduled. It validates each job as Enqueue does and stops at
-// the first invalid one with its error.
-func (c *Client) encodeCopy(w io.Writer, src copySource, later bool, due map[string]bool) error {
-	bw := bufio.NewWriterSize(w, 64<<10)
+// or are not scheduled. It checks each job as One does and stops at the
+// first invalid one with its error.
+func (w *Writer) encodeCopy(out io.Writer, src Source, later bool, due map[string]bool) error {
+	bw := bufio.NewWriterSize(out, 64<<10)
 	if _, err := bw.Write(copyHeader); err != nil {
 		return err
 	}
 	// Most batches have one queue: check each name once, note it once.
 	var validQueue, dueQueue string
 	var buf []byte
-	for i := range src.n {
-		if src.later(i) != later {
+	var p Params
+	var job Job // one job at a time: its row is appended before the next
+	for i := range src.N {
+		if src.Later(i) != later {
 			continue
 		}
-		job, err := src.encode(i, validQueue)
-		if err != nil {
+		if err := src.Params(i, &p); err != nil {
 			return fmt.Errorf("job %d: %w", i, err)
 		}
-		validQueue = job.queue
-		if !later && job.queue != dueQueue {
-			due[job.queue], dueQueue = true, job.queue
+		if err := w.Encode(&p, validQueue, &job); err != nil {
+			return fmt.Errorf("job %d: %w", i, err)
 		}
-		buf = appendCopyRow(buf[:0], job, later)
+		validQueue = job.Queue
+		if !later && job.Queue != dueQueue {
+			due[job.Queue], dueQueue = true, job.Queue
+		}
+		buf = appendCopyRow(buf[:0], &job, later)
 		if _, err := bw.Write(buf); err != nil {
 			return err
 		}
@@ -151,30 +153,30 @@ func (c *Client) encodeCopy(w io.Writer, src copySource, later bool, due map[str
 
 // appendCopyRow appends one job as a binary COPY tuple whose fields follow
 // the column list of sql/copy_jobs.sql (later: sql/copy_jobs_scheduled.sql).
-func appendCopyRow(b []byte, job *encodedJob, later bool) []byte {
+func appendCopyRow(b []byte, job *Job, later bool) []byte {
 	fields := 8
 	if later {
 		fields = 10
 	}
 	b = binary.BigEndian.AppendUint16(b, uint16(fields))
-	b = appendText(b, job.queue)
-	b = appendText(b, job.kind)
-	b = appendJSONB(b, job.args)
+	b = appendText(b, job.Queue)
+	b = appendText(b, job.Kind)
+	b = appendJSONB(b, job.Args)
 	b = binary.BigEndian.AppendUint32(b, 2)
-	b = binary.BigEndian.AppendUint16(b, uint16(job.priority))
+	b = binary.BigEndian.AppendUint16(b, uint16(job.Priority))
 	b = binary.BigEndian.AppendUint32(b, 4)
-	b = binary.BigEndian.AppendUint32(b, uint32(int32(job.maxAttempts)))
-	b = appendTextArray(b, job.tags)
-	b = appendJSONB(b, job.meta)
-	if job.singleton == nil {
+	b = binary.BigEndian.AppendUint32(b, uint32(int32(job.MaxAttempts)))
+	b = appendTextArray(b, job.Tags)
+	b = appendJSONB(b, job.Meta)
+	if job.SingletonKey == "" {
 		b = binary.BigEndian.AppendUint32(b, 0xffffffff) // NULL
 	} else {
-		b = appendText(b, *job.singleton)
+		b = appendText(b, job.SingletonKey)
 	}
 	if later {
 		b = binary.BigEndian.AppendUint32(b, 8)
-		b = binary.BigEndian.AppendUint64(b, uint64(pgMicros(*job.runAt)))
-		b = appendText(b, string(StateScheduled))
+		b = binary.BigEndian.AppendUint64(b, uint64(pgMicros(job.RunAt)))
+		b = appendText(b, string(pgqueuetype.StateScheduled))
 	}
 	return b
 }
