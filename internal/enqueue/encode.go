@@ -40,7 +40,8 @@ type Params struct {
 }
 
 // Job is one job checked and encoded, as it is written: its fields are
-// the columns of a job row.
+// the columns of a job row. The writes take one job at a time and copy
+// what they keep, so one Job serves a whole batch.
 type Job struct {
 	// Queue is the job's queue, checked.
 	Queue string
@@ -64,22 +65,19 @@ type Job struct {
 	unique *uniqueKey // nil unless Params.Unique
 }
 
-// runAtArg is RunAt as a statement parameter: nil (NULL) for now. It
-// points into j, so j must not be reused while the statement is queued.
-func (j *Job) runAtArg() *time.Time {
-	if j.RunAt.IsZero() {
-		return nil
+// nullArgs are RunAt and SingletonKey as statement parameters, copied
+// out of j so that j can stay on the stack: nil (NULL) for a zero RunAt
+// and an empty SingletonKey.
+func (j *Job) nullArgs() (runAt *time.Time, singleton *string) {
+	if !j.RunAt.IsZero() {
+		t := j.RunAt
+		runAt = &t
 	}
-	return &j.RunAt
-}
-
-// singletonArg is SingletonKey as a statement parameter: nil (NULL) for
-// none. It points into j, as runAtArg does.
-func (j *Job) singletonArg() *string {
-	if j.SingletonKey == "" {
-		return nil
+	if j.SingletonKey != "" {
+		s := j.SingletonKey
+		singleton = &s
 	}
-	return &j.SingletonKey
+	return runAt, singleton
 }
 
 // emptyMeta is the meta of a job without any, shared by all of them: it

@@ -74,18 +74,19 @@ func dbError(op string, err error) error { return dberr.Wrap("pgqueue", op, err)
 // that has an equal job already is not written: the row is that job, and
 // duplicate is true.
 func (w *Writer) One(ctx context.Context, db Batcher, p *Params) (row *pgqueuetype.JobRow, duplicate bool, err error) {
-	job := new(Job) // its fields are the batch's arguments until it is sent
-	if err := w.Encode(p, "", job); err != nil {
+	var job Job
+	if err := w.Encode(p, "", &job); err != nil {
 		return nil, false, err
 	}
 	if job.unique != nil {
-		return w.insertUnique(ctx, db, job)
+		return w.insertUnique(ctx, db, &job)
 	}
+	runAt, singleton := job.nullArgs()
 	batch := &pgx.Batch{}
 	// JSON goes as text: in exec and simple_protocol mode pgx sends []byte
 	// as bytea, which a jsonb parameter refuses.
-	batch.Queue(w.Q.Insert, job.Queue, job.Kind, string(job.Args), job.Priority, job.MaxAttempts, job.runAtArg(), job.Tags, string(job.Meta), job.singletonArg())
-	batch.Queue(w.Q.Notify, w.Channel, job.Queue, job.runAtArg())
+	batch.Queue(w.Q.Insert, job.Queue, job.Kind, string(job.Args), job.Priority, job.MaxAttempts, runAt, job.Tags, string(job.Meta), singleton)
+	batch.Queue(w.Q.Notify, w.Channel, job.Queue, runAt)
 	results := db.SendBatch(ctx, batch)
 	rows, err := results.Query()
 	if err != nil {
@@ -107,39 +108,36 @@ func (w *Writer) One(ctx context.Context, db Batcher, p *Params) (row *pgqueuety
 // Batches of CopyThreshold jobs or more without unique jobs go through
 // COPY (see Copy); smaller ones are one statement, and batches with
 // unique jobs are written in chunks that skip the duplicates. An invalid
-// job fails the batch with its error, prefixed with its position.
+// job fails the batch with its error, prefixed with its position. The
+// result's Queues are those of all the jobs (of the jobs due now, for
+// COPY).
 func (w *Writer) Many(ctx context.Context, tx pgx.Tx, src Source) (Result, error) {
 	if src.N >= CopyThreshold && !src.Unique {
 		return w.Copy(ctx, tx, src, nil)
 	}
-	jobs := make([]Job, src.N)
-	var p Params
-	for i := range jobs {
-		if err := src.Params(i, &p); err != nil {
-			return Result{}, fmt.Errorf("job %d: %w", i, err)
-		}
-		if err := w.Encode(&p, "", &jobs[i]); err != nil {
-			return Result{}, fmt.Errorf("job %d: %w", i, err)
-		}
-	}
-	return w.writeMany(ctx, tx, jobs)
-}
-
-// writeMany writes a batch of checked jobs in statements (chunks when
-// some are unique); the result's Queues are those of all its jobs.
-func (w *Writer) writeMany(ctx context.Context, tx pgx.Tx, jobs []Job) (Result, error) {
+	cols := newJobColumns(src.N)
 	queues := map[string]bool{}
-	unique := false
-	for i := range jobs {
-		queues[jobs[i].Queue] = true
-		unique = unique || jobs[i].unique != nil
+	var p Params
+	var job Job
+	for i := range src.N {
+		err := src.Params(i, &p)
+		if err == nil {
+			err = w.Encode(&p, "", &job)
+		}
+		if err == nil {
+			err = cols.set(i, &job)
+		}
+		if err != nil {
+			return Result{}, fmt.Errorf("job %d: %w", i, err)
+		}
+		queues[job.Queue] = true
 	}
-	if unique {
-		res, err := w.insertManyUnique(ctx, tx, jobs)
+	if cols.bases != nil {
+		res, err := w.insertManyUnique(ctx, tx, cols)
 		res.Queues = queues
 		return res, err
 	}
-	n, err := w.insertMany(ctx, tx, jobs)
+	n, err := w.insertMany(ctx, tx, cols)
 	if err != nil {
 		return Result{}, err
 	}
@@ -147,11 +145,7 @@ func (w *Writer) writeMany(ctx context.Context, tx pgx.Tx, jobs []Job) (Result, 
 }
 
 // insertMany writes a small batch, and its notifications, in one round trip.
-func (w *Writer) insertMany(ctx context.Context, tx pgx.Tx, jobs []Job) (int64, error) {
-	cols, err := newJobColumns(jobs)
-	if err != nil {
-		return 0, err
-	}
+func (w *Writer) insertMany(ctx context.Context, tx pgx.Tx, cols *jobColumns) (int64, error) {
 	batch := &pgx.Batch{}
 	batch.Queue(w.Q.InsertMany, cols.args()...)
 	batch.Queue(w.Q.NotifyDue, w.Channel, cols.queues, cols.runAts)
@@ -170,9 +164,11 @@ func (w *Writer) insertMany(ctx context.Context, tx pgx.Tx, jobs []Job) (int64, 
 }
 
 // jobColumns are a batch's jobs as the column arrays of
-// sql/insert_many.sql: one array per column, tags as JSON (a SQL array
-// cannot hold rows of different lengths). JSON columns are text: in exec
-// and simple_protocol mode pgx sends [][]byte as bytea[].
+// sql/insert_many.sql (and sql/insert_many_unique.sql): one array per
+// column, tags as JSON (a SQL array cannot hold rows of different
+// lengths). JSON columns are text: in exec and simple_protocol mode pgx
+// sends [][]byte as bytea[]. Filled job by job as the jobs are checked,
+// so a batch keeps no Job of its own.
 type jobColumns struct {
 	queues, kinds       []string
 	singletons          []*string
@@ -180,27 +176,76 @@ type jobColumns struct {
 	priorities          []int16
 	maxAttempts         []int32
 	runAts              []*time.Time
+	// runAtVals and singletonVals hold what runAts and singletons point
+	// to, made when a first job needs them.
+	runAtVals     []time.Time
+	singletonVals []string
+	// The unique keys, made when a first unique job comes; a job that is
+	// not unique has a nil base.
+	bases   [][]byte
+	periods []int64
+	states  []*string
 }
 
-// newJobColumns lays jobs out as columns; the pointers point into jobs.
-func newJobColumns(jobs []Job) (*jobColumns, error) {
-	n := len(jobs)
-	c := &jobColumns{
+// newJobColumns makes the columns of n jobs.
+func newJobColumns(n int) *jobColumns {
+	return &jobColumns{
 		queues: make([]string, n), kinds: make([]string, n), singletons: make([]*string, n),
 		encArgs: make([]string, n), tags: make([]string, n), meta: make([]string, n),
 		priorities: make([]int16, n), maxAttempts: make([]int32, n), runAts: make([]*time.Time, n),
 	}
-	for i := range jobs {
-		j := &jobs[i]
-		t, err := json.Marshal(j.Tags)
-		if err != nil {
-			return nil, fmt.Errorf("%w job args: tags: %w", pgqueuetype.ErrInvalid, err)
-		}
-		c.queues[i], c.kinds[i], c.singletons[i] = j.Queue, j.Kind, j.singletonArg()
-		c.encArgs[i], c.tags[i], c.meta[i] = string(j.Args), string(t), string(j.Meta)
-		c.priorities[i], c.maxAttempts[i], c.runAts[i] = j.Priority, int32(j.MaxAttempts), j.runAtArg()
+}
+
+// set fills row i with job.
+func (c *jobColumns) set(i int, job *Job) error {
+	t, err := json.Marshal(job.Tags)
+	if err != nil {
+		return fmt.Errorf("%w job args: tags: %w", pgqueuetype.ErrInvalid, err)
 	}
-	return c, nil
+	n := len(c.queues)
+	c.queues[i], c.kinds[i] = job.Queue, job.Kind
+	c.encArgs[i], c.tags[i], c.meta[i] = string(job.Args), string(t), string(job.Meta)
+	c.priorities[i], c.maxAttempts[i] = job.Priority, int32(job.MaxAttempts)
+	if job.SingletonKey != "" {
+		if c.singletonVals == nil {
+			c.singletonVals = make([]string, n)
+		}
+		c.singletonVals[i] = job.SingletonKey
+		c.singletons[i] = &c.singletonVals[i]
+	}
+	if !job.RunAt.IsZero() {
+		if c.runAtVals == nil {
+			c.runAtVals = make([]time.Time, n)
+		}
+		c.runAtVals[i] = job.RunAt
+		c.runAts[i] = &c.runAtVals[i]
+	}
+	if u := job.unique; u != nil {
+		if c.bases == nil {
+			c.bases, c.periods, c.states = make([][]byte, n), make([]int64, n), make([]*string, n)
+		}
+		// states are jsonb, so text; bases are bytea.
+		b, err := json.Marshal(u.states)
+		if err != nil {
+			return err
+		}
+		s := string(b)
+		c.bases[i], c.periods[i], c.states[i] = u.base, u.periodUS, &s
+	}
+	return nil
+}
+
+// slice is rows [from, to) of c, sharing its arrays.
+func (c *jobColumns) slice(from, to int) *jobColumns {
+	out := &jobColumns{
+		queues: c.queues[from:to], kinds: c.kinds[from:to], singletons: c.singletons[from:to],
+		encArgs: c.encArgs[from:to], tags: c.tags[from:to], meta: c.meta[from:to],
+		priorities: c.priorities[from:to], maxAttempts: c.maxAttempts[from:to], runAts: c.runAts[from:to],
+	}
+	if c.bases != nil {
+		out.bases, out.periods, out.states = c.bases[from:to], c.periods[from:to], c.states[from:to]
+	}
+	return out
 }
 
 // args are the statement's first nine arguments, in its order.

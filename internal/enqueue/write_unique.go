@@ -2,7 +2,6 @@ package enqueue
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
@@ -21,12 +20,13 @@ const uniqueAttempts = 5
 // it, with its notification, one round trip a try.
 func (w *Writer) insertUnique(ctx context.Context, db Batcher, job *Job) (*pgqueuetype.JobRow, bool, error) {
 	u := job.unique
+	runAt, singleton := job.nullArgs()
 	for range uniqueAttempts {
 		batch := &pgx.Batch{}
 		// JSON as text, as in One.
-		batch.Queue(w.Q.InsertUnique, job.Queue, job.Kind, string(job.Args), job.Priority, job.MaxAttempts, job.runAtArg(), job.Tags, string(job.Meta), job.singletonArg(),
+		batch.Queue(w.Q.InsertUnique, job.Queue, job.Kind, string(job.Args), job.Priority, job.MaxAttempts, runAt, job.Tags, string(job.Meta), singleton,
 			u.base, u.periodUS, u.states)
-		batch.Queue(w.Q.Notify, w.Channel, job.Queue, job.runAtArg())
+		batch.Queue(w.Q.Notify, w.Channel, job.Queue, runAt)
 		results := db.SendBatch(ctx, batch)
 		rows, err := results.Query()
 		if err != nil {
@@ -68,16 +68,16 @@ const uniqueChunk = 1000
 // uniqueChunk jobs, with its notifications. A later chunk's job that
 // equals an earlier chunk's conflicts with it in the table, so duplicates
 // across chunks are found too.
-func (w *Writer) insertManyUnique(ctx context.Context, tx pgx.Tx, jobs []Job) (Result, error) {
+func (w *Writer) insertManyUnique(ctx context.Context, tx pgx.Tx, cols *jobColumns) (Result, error) {
 	var res Result
-	for start := 0; start < len(jobs); start += uniqueChunk {
-		chunk := jobs[start:min(start+uniqueChunk, len(jobs))]
+	for start := 0; start < len(cols.queues); start += uniqueChunk {
+		chunk := cols.slice(start, min(start+uniqueChunk, len(cols.queues)))
 		inserted, err := w.insertUniqueChunk(ctx, tx, chunk)
 		if err != nil {
 			return Result{}, err
 		}
-		for i := range chunk {
-			if chunk[i].unique == nil || inserted[i] {
+		for i, base := range chunk.bases {
+			if base == nil || inserted[i] {
 				res.Enqueued++
 			} else {
 				res.Duplicates = append(res.Duplicates, start+i)
@@ -89,27 +89,10 @@ func (w *Writer) insertManyUnique(ctx context.Context, tx pgx.Tx, jobs []Job) (R
 
 // insertUniqueChunk writes one statement's worth of jobs and returns which
 // unique ones it inserted, by position in chunk.
-func (w *Writer) insertUniqueChunk(ctx context.Context, tx pgx.Tx, chunk []Job) (map[int]bool, error) {
-	cols, err := newJobColumns(chunk)
-	if err != nil {
-		return nil, err
-	}
-	// states are jsonb, so text (see jobColumns); bases are bytea.
-	bases, periods, states := make([][]byte, len(chunk)), make([]int64, len(chunk)), make([]*string, len(chunk))
-	for i := range chunk {
-		if u := chunk[i].unique; u != nil {
-			bases[i], periods[i] = u.base, u.periodUS
-			b, err := json.Marshal(u.states)
-			if err != nil {
-				return nil, err
-			}
-			s := string(b)
-			states[i] = &s
-		}
-	}
+func (w *Writer) insertUniqueChunk(ctx context.Context, tx pgx.Tx, chunk *jobColumns) (map[int]bool, error) {
 	batch := &pgx.Batch{}
-	batch.Queue(w.Q.InsertManyUnique, append(cols.args(), bases, periods, states)...)
-	batch.Queue(w.Q.NotifyDue, w.Channel, cols.queues, cols.runAts)
+	batch.Queue(w.Q.InsertManyUnique, append(chunk.args(), chunk.bases, chunk.periods, chunk.states)...)
+	batch.Queue(w.Q.NotifyDue, w.Channel, chunk.queues, chunk.runAts)
 	br := tx.SendBatch(ctx, batch)
 	inserted := map[int]bool{}
 	rows, err := br.Query()
