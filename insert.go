@@ -163,14 +163,21 @@ func (p *EnqueueParams) params(out *enqueue.Params) {
 	}
 }
 
-// jobParams fills p with one job for the writer, without middleware:
-// args encoded, opts (resolved already) applied.
+// jobParams is newInsertParams and params in one, for an insert without
+// middleware: p is filled straight from args and opts (resolved already).
 func jobParams(args JobArgs, opts *EnqueueOpts, p *enqueue.Params) error {
-	var ep EnqueueParams
-	if err := newInsertParams(args, opts, &ep); err != nil {
+	kind, encoded, err := enqueue.EncodeArgs(args)
+	if err != nil {
 		return err
 	}
-	ep.params(p)
+	if opts == nil {
+		opts = &EnqueueOpts{}
+	}
+	*p = enqueue.Params{
+		Kind: kind, Args: encoded,
+		Queue: opts.Queue, Priority: opts.Priority, RunAt: opts.RunAt, MaxAttempts: opts.MaxAttempts,
+		Tags: opts.Tags, Meta: opts.Meta, SingletonKey: opts.SingletonKey, Unique: (*enqueue.Unique)(opts.Unique),
+	}
 	return nil
 }
 
