@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/pgqueue/pgqueue/internal/completer"
@@ -362,4 +363,17 @@ func (c *Client) activeJobs() *executor.ActiveJobs {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.active
+}
+
+// testHooks let tests force races; all nil outside tests.
+type testHooks struct {
+	// beforeRescueWrite runs between reading expired jobs and putting them
+	// back.
+	beforeRescueWrite func(ids []int64)
+	// finishQuery, when set, replaces the query that records job results,
+	// so tests can lose its reply.
+	finishQuery func(ctx context.Context, query string, args ...any) (pgx.Rows, error)
+	// claimAged, when set, makes every claim look this much older when its
+	// jobs are dispatched.
+	claimAged time.Duration
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
 
@@ -71,4 +72,104 @@ func TestCheckFenceTx(t *testing.T) {
 	must(t, err)
 	defer tx2.Rollback(ctx)
 	must(t, c.CheckFenceTx(ctx, tx2, "other", 3))
+}
+
+type fencedArgs struct {
+	Key string `json:"key"`
+}
+
+func (fencedArgs) Kind() string { return "fenced" }
+
+// TestJobCheckFenceTx fences a handler's own writes in one call: the
+// claim's fence on the job's resource for an ordinary job, the lock's
+// fence on the key's resource for a singleton job; once a newer holder
+// recorded a higher token there, the handler's check is refused.
+func TestJobCheckFenceTx(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name string
+		key  string
+		mode pgqueue.SingletonMode
+	}{{"Ordinary", "", pgqueue.SingletonXact}, {"SingletonXact", "report", pgqueue.SingletonXact}, {"SingletonSession", "report", pgqueue.SingletonSession}} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			pool := newPool(t)
+			type seen struct {
+				resource     string
+				token        int64
+				first, stale error
+			}
+			got := make(chan seen, 1)
+			workers := pgqueue.NewWorkers()
+			must(t, pgqueue.AddWorkerFunc(workers, func(ctx context.Context, job *pgqueue.Job[fencedArgs]) error {
+				s := seen{resource: pgqueue.JobResource(job.ID), token: job.Fence}
+				if job.SingletonKey != "" {
+					s.resource, s.token = pgqueue.SingletonResource(job.SingletonKey), job.LockFence
+				}
+				c := pgqueue.ClientFromContext(ctx)
+				check := func() error { // in a transaction of its own, committed when it passes
+					tx, err := pool.Begin(ctx)
+					if err != nil {
+						return err
+					}
+					defer tx.Rollback(ctx)
+					if err := job.CheckFenceTx(ctx, tx); err != nil {
+						return err
+					}
+					return tx.Commit(ctx)
+				}
+				s.first = check()
+				// A newer holder of the same resource records its token.
+				tx, err := pool.Begin(ctx)
+				if err == nil {
+					err = c.CheckFenceTx(ctx, tx, s.resource, s.token+1)
+					if err == nil {
+						err = tx.Commit(ctx)
+					}
+				}
+				if err != nil {
+					return err
+				}
+				s.stale = check()
+				got <- s
+				return nil
+			}, &pgqueue.WorkerOpts{SingletonMode: tc.mode}))
+			b := startClient(t, pool, workers, nil)
+			if _, err := b.client.Enqueue(t.Context(), fencedArgs{Key: tc.key}, &pgqueue.EnqueueOpts{SingletonKey: tc.key}); err != nil {
+				t.Fatal(err)
+			}
+			var s seen
+			select {
+			case s = <-got:
+			case <-time.After(30 * time.Second):
+				t.Fatal("the handler did not run")
+			}
+			if s.token == 0 {
+				t.Fatalf("no token for %s", s.resource)
+			}
+			if s.first != nil {
+				t.Fatalf("first check: %v", s.first)
+			}
+			if !errors.Is(s.stale, pgqueue.ErrStaleFence) {
+				t.Fatalf("check after a newer holder: %v, want ErrStaleFence", s.stale)
+			}
+			var recorded int64
+			must(t, pool.QueryRow(t.Context(), "SELECT token FROM pgqueue.fences WHERE resource = $1", s.resource).Scan(&recorded))
+			if recorded != s.token+1 {
+				t.Fatalf("recorded token for %s: %d, want the newer holder's %d", s.resource, recorded, s.token+1)
+			}
+		})
+	}
+
+	t.Run("ErrorOutsideAJob", func(t *testing.T) {
+		t.Parallel()
+		pool := newPool(t)
+		tx, err := pool.Begin(t.Context())
+		must(t, err)
+		defer tx.Rollback(t.Context())
+		job := &pgqueue.Job[fencedArgs]{JobRow: &pgqueue.JobRow{ID: 1, Fence: 1}}
+		if err := job.CheckFenceTx(t.Context(), tx); !errors.Is(err, pgqueue.ErrNoJobContext) {
+			t.Fatalf("outside a job's context: %v, want ErrNoJobContext", err)
+		}
+	})
 }

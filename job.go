@@ -74,8 +74,7 @@ type Job[T JobArgs] struct {
 	Tx pgx.Tx
 	// LockFence is the fence token of a singleton job's lock acquisition,
 	// higher than every earlier holder's of the same key; 0 for ordinary
-	// jobs. Fence writes made under the lock with it (CheckFenceTx with
-	// resource SingletonResource(key)).
+	// jobs. Job.CheckFenceTx fences the handler's writes with it.
 	LockFence int64
 }
 

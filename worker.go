@@ -2,6 +2,7 @@ package pgqueue
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"sync"
@@ -133,3 +134,48 @@ func workMiddleware(mws []WorkMiddleware) []executor.WorkMiddleware {
 	}
 	return out
 }
+
+// What a handler's error means besides "failed, retry": these two end the
+// attempt differently (the executor's CancelError and SnoozeError).
+
+// JobCancel, returned by a handler, ends the job as cancelled with no
+// further attempts; err's text is kept in the job's errors. A nil err
+// records "cancelled".
+func JobCancel(err error) error {
+	if err == nil {
+		err = errors.New("cancelled")
+	}
+	return &executor.CancelError{Err: err}
+}
+
+// JobSnooze, returned by a handler, puts the job back to run again after d
+// without spending an attempt. d ≤ 0 makes it available at once.
+func JobSnooze(d time.Duration) error {
+	return &executor.SnoozeError{After: d}
+}
+
+// SingletonMode is how a singleton job holds the lock of its key while it
+// runs.
+type SingletonMode int
+
+const (
+	// SingletonXact holds the key's lock with pg_advisory_xact_lock on a
+	// transaction handed to the handler as Job.Tx. The lock dies with the
+	// transaction: at commit, at rollback, or when the server ends the
+	// session. The transaction runs with idle_in_transaction_session_timeout
+	// set to the lease, so a holder paused longer than that (GC, SIGSTOP)
+	// loses its session, its lock and its uncommitted work. The handler
+	// must therefore not leave Job.Tx idle longer than Config.JobLease.
+	SingletonXact SingletonMode = iota
+	// SingletonSession holds the key's lock as a session advisory lock on
+	// a connection dialled for it (see SessionLock), for handlers whose work
+	// cannot run in one transaction. Before the handler starts, the lock's
+	// fence is recorded for SingletonResource(key), so writes an earlier
+	// holder fences with its older Job.LockFence are refused. The handler's
+	// context is cancelled with pglock.ErrLost when the lock's connection dies.
+	SingletonSession
+)
+
+// SingletonResource is the lock name, and the fence resource, of a
+// singleton key.
+func SingletonResource(key string) string { return executor.SingletonResource(key) }
