@@ -17,7 +17,7 @@
 //
 // Claim. Once started ([Client.Start]), a client runs one producer per queue it
 // works ([Config.Queues]). A producer claims up to its free worker slots
-// with sql/claim.sql, the one statement that decides which jobs are taken
+// with internal/jobsql/sql/claim.sql, the one statement that decides which jobs are taken
 // and in what order (priority, run_at, id): each claimed job becomes
 // running with a new fence token from the schema's fence_seq and a lease
 // of [Config.JobLease] by the database clock. Notifications, a poller and
@@ -31,23 +31,22 @@
 // [Config.RetryPolicy] until [EnqueueOpts.MaxAttempts], then discarded),
 // [JobCancel] or [JobSnooze]. Singleton jobs ([EnqueueOpts.SingletonKey])
 // run under their key's lock. While jobs run, heartbeats renew their
-// leases in one statement. (worker.go, work_result.go, retry.go,
-// singleton.go; internal/executor: executor.go, singleton.go,
-// active_jobs.go, heartbeat.go.)
+// leases in one statement. (worker.go, retry.go; internal/executor:
+// executor.go, singleton.go, active_jobs.go, heartbeat.go.)
 //
 // Fence. Every later write about the job names its fence; the database
 // refuses a stale one. Handlers get the token as [JobRow].Fence and can
-// fence their own writes with [Client.CheckFenceTx], or commit their
-// effects together with the job's completion with [Client.CompleteTx].
-// (fence.go, complete_tx.go.)
+// fence their own writes in one call with [Job.CheckFenceTx] (any
+// resource: [Client.CheckFenceTx]), or commit their effects together with
+// the job's completion with [Client.CompleteTx]. (fence.go.)
 //
-// Hooks. [Config.InsertMiddleware] wraps every insert (periodic runs
+// Hooks. [Config.EnqueueMiddleware] wraps every enqueue (periodic runs
 // too) and may change a job before it is validated, for instance to carry
 // a trace context in its meta; [Config.WorkMiddleware] and
 // [WorkerOpts.Middleware] wrap each attempt; [Config.ErrorHandler] is told
 // of every failed attempt, panics with their stack, and may discard the
 // job at once. Per kind, [WorkerOpts.RetryPolicy] and an args type's
-// [JobArgsWithEnqueueOpts] defaults. (middleware.go, error_handler.go.)
+// [JobArgsWithEnqueueOpts] defaults. (middleware.go, retry.go.)
 //
 // Complete. The completer gathers results for a few milliseconds and
 // writes each batch in one fenced statement; when a reply is lost it reads
@@ -66,7 +65,8 @@
 //
 // [Migrate] creates and upgrades the schema from the embedded SQL files of
 // the migrations package; every statement and migration names its objects
-// in the configured schema ([Config.Schema]). (migrate.go, queries.go.)
+// in the configured schema ([Config.Schema]). (migrate.go,
+// migrate_privilege.go; the statements are loaded by internal/jobsql.)
 //
 // # Vocabulary
 //
@@ -81,9 +81,14 @@
 //
 // # Where to add things
 //
-// A job state: the CHECK in a new migration, [JobState] in job.go, and the
-// statements in sql/ that move rows between states. A maintenance task:
+// This package is the public API and its wiring; the machinery lives in
+// internal packages named for their parts (internal/producer, executor,
+// completer, maintenance, enqueue, jobsql), which never import this one
+// (docs/dev/architecture.md draws the map). A job state: the CHECK in a
+// new migration, [pgqueuetype.JobState], and the statements in
+// internal/jobsql/sql/ that move rows between states. A maintenance task:
 // a file <task>.go in internal/maintenance and a field of its Leader. A
-// lock kind: package pglock. Every default of [Config] is in config.go; every
-// sentinel error in errors.go.
+// lock kind: package pglock. Every default of [Config] is in config.go;
+// the errors of the public API are in errors.go, those the machinery
+// returns in package pgqueuetype.
 package pgqueue
