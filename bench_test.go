@@ -61,7 +61,7 @@ func BenchmarkClaim(b *testing.B) {
 	b.ResetTimer()
 	claimed := 0
 	for claimed < b.N {
-		jobs, err := pgqueue.Claim(ctx, c, pgqueue.DefaultQueue, min(1000, b.N-claimed))
+		jobs, err := pgqueue.Claim(ctx, c, pgqueue.QueueDefault, min(1000, b.N-claimed))
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -77,7 +77,7 @@ func BenchmarkComplete(b *testing.B) {
 	enqueueNotes(b, c, b.N)
 	var batches [][]*pgqueue.JobRow
 	for claimed := 0; claimed < b.N; {
-		jobs, err := pgqueue.Claim(ctx, c, pgqueue.DefaultQueue, min(1000, b.N-claimed))
+		jobs, err := pgqueue.Claim(ctx, c, pgqueue.QueueDefault, min(1000, b.N-claimed))
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -120,7 +120,7 @@ func BenchmarkWork(b *testing.B) {
 		}
 		return nil
 	}, nil))
-	worker := newClient(b, pool, &pgqueue.Config{Workers: ws, Queues: map[string]pgqueue.QueueConfig{pgqueue.DefaultQueue: {MaxWorkers: 1000}}, Logger: testlog.Discard()})
+	worker := newClient(b, pool, &pgqueue.Config{Workers: ws, Queues: map[string]pgqueue.QueueConfig{pgqueue.QueueDefault: {MaxWorkers: 1000}}, Logger: testlog.Discard()})
 	b.ResetTimer()
 	must(b, worker.Start(ctx))
 	<-finished

@@ -22,7 +22,7 @@ func TestClaimLockHeldElsewhere(t *testing.T) {
 	must(t, err)
 	defer func() { _ = holder.Rollback(ctx) }()
 	_, err = holder.Exec(ctx, "SELECT pg_advisory_xact_lock(hashtextextended('pgqueue:claim:' || $1 || ':' || $2, 0))",
-		pgqueue.DefaultSchema, pgqueue.DefaultQueue)
+		pgqueue.SchemaDefault, pgqueue.QueueDefault)
 	must(t, err)
 
 	var logs testlog.Buffer

@@ -78,7 +78,7 @@ func TestClaimPlanWithoutStatistics(t *testing.T) {
 	}
 	file, err := os.ReadFile("internal/jobsql/sql/claim.sql")
 	must(t, err)
-	claim := strings.ReplaceAll(string(file), "{{schema}}", pgx.Identifier{pgqueue.DefaultSchema}.Sanitize())
+	claim := strings.ReplaceAll(string(file), "{{schema}}", pgx.Identifier{pgqueue.SchemaDefault}.Sanitize())
 
 	for _, sc := range scenarios {
 		t.Run(sc.name, func(t *testing.T) {

@@ -38,7 +38,7 @@ func TestClaim(t *testing.T) {
 		// execution is not the claim order.)
 		var order []int
 		for range specs {
-			jobs, err := pgqueue.Claim(ctx, c, pgqueue.DefaultQueue, 1)
+			jobs, err := pgqueue.Claim(ctx, c, pgqueue.QueueDefault, 1)
 			must(t, err)
 			if len(jobs) != 1 {
 				t.Fatalf("claim returned %d jobs", len(jobs))
@@ -85,7 +85,7 @@ func TestClaimsExactlyOnce(t *testing.T) {
 		}, nil))
 		startClient(t, pool, ws, &pgqueue.Config{
 			ID:     fmt.Sprintf("client-%d", i),
-			Queues: map[string]pgqueue.QueueConfig{pgqueue.DefaultQueue: {MaxWorkers: 4}},
+			Queues: map[string]pgqueue.QueueConfig{pgqueue.QueueDefault: {MaxWorkers: 4}},
 		})
 	}
 	// Enqueued once every client is up, so that all of them compete for

@@ -131,7 +131,7 @@ func TestStartContextCancelsRunningJobs(t *testing.T) {
 		cause <- context.Cause(ctx)
 		return ctx.Err()
 	}, nil))
-	c := newClient(t, pool, &pgqueue.Config{Workers: ws, Queues: map[string]pgqueue.QueueConfig{pgqueue.DefaultQueue: {MaxWorkers: 2}},
+	c := newClient(t, pool, &pgqueue.Config{Workers: ws, Queues: map[string]pgqueue.QueueConfig{pgqueue.QueueDefault: {MaxWorkers: 2}},
 		FetchPollInterval: 50 * time.Millisecond, Logger: testlog.Discard()})
 	_, err := c.Enqueue(ctx, noteArgs{}, nil)
 	must(t, err)

@@ -96,7 +96,7 @@ func TestBatchedResults(t *testing.T) {
 	_, err := newClient(t, pool, nil).EnqueueMany(ctx, params)
 	must(t, err)
 	startClient(t, pool, ws, &pgqueue.Config{
-		Queues:             map[string]pgqueue.QueueConfig{pgqueue.DefaultQueue: {MaxWorkers: 8}},
+		Queues:             map[string]pgqueue.QueueConfig{pgqueue.QueueDefault: {MaxWorkers: 8}},
 		CompleteBatchDelay: 200 * time.Millisecond,
 		Logger:             logs.Logger(),
 	})
@@ -136,7 +136,7 @@ func TestStopWritesPendingResultsAtOnce(t *testing.T) {
 		close(ran)
 		return nil
 	}, nil))
-	c := newClient(t, pool, &pgqueue.Config{Workers: ws, Queues: map[string]pgqueue.QueueConfig{pgqueue.DefaultQueue: {MaxWorkers: 1}},
+	c := newClient(t, pool, &pgqueue.Config{Workers: ws, Queues: map[string]pgqueue.QueueConfig{pgqueue.QueueDefault: {MaxWorkers: 1}},
 		CompleteBatchDelay: time.Hour, FetchPollInterval: 50 * time.Millisecond})
 	row, err := c.Enqueue(ctx, noteArgs{}, nil)
 	must(t, err)

@@ -18,11 +18,11 @@ import (
 
 // The names a user passes to say "the default".
 const (
-	// DefaultSchema is the schema pgqueue's tables live in unless
+	// SchemaDefault is the schema pgqueue's tables live in unless
 	// Config.Schema says otherwise: pass it to Migrate and GrantsSQL.
-	DefaultSchema = sqlschema.Default
-	// DefaultQueue is the queue of a job enqueued without one.
-	DefaultQueue = "default"
+	SchemaDefault = sqlschema.Default
+	// QueueDefault is the queue of a job enqueued without one.
+	QueueDefault = "default"
 )
 
 // The defaults of Config, EnqueueOpts and PeriodicJobOpts; each field's
@@ -72,7 +72,7 @@ type QueueConfig struct {
 // that enqueues into the default schema and works no queues.
 type Config struct {
 	// Schema is the schema pgqueue's tables live in, as created by Migrate
-	// with the same name. Default DefaultSchema. Must be a lower-case SQL
+	// with the same name. Default SchemaDefault. Must be a lower-case SQL
 	// identifier of at most 63 bytes (^[a-z_][a-z0-9_]{0,62}$).
 	Schema string
 
@@ -266,7 +266,7 @@ func (c *Config) withDefaults() (*Config, error) {
 		c = &Config{}
 	}
 	out := *c
-	out.Schema = cmp.Or(out.Schema, DefaultSchema)
+	out.Schema = cmp.Or(out.Schema, SchemaDefault)
 	out.ID = cmp.Or(out.ID, defaultClientID())
 	out.JobLease = cmp.Or(out.JobLease, defaultJobLease)
 	out.HeartbeatInterval = cmp.Or(out.HeartbeatInterval, out.JobLease/3)

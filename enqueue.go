@@ -14,9 +14,9 @@ import (
 )
 
 // EnqueueOpts are the options of one job. The zero value is a job on
-// DefaultQueue, priority 0, due now, with 25 attempts.
+// QueueDefault, priority 0, due now, with 25 attempts.
 type EnqueueOpts struct {
-	// Queue is the queue to insert into. Default DefaultQueue. A queue name
+	// Queue is the queue to insert into. Default QueueDefault. A queue name
 	// is 1 to 63 bytes of lower-case letters, digits, '_', '-' and '.',
 	// starting with a letter or digit (it becomes part of NOTIFY payloads
 	// and metric labels).
@@ -147,7 +147,7 @@ func newInsertParams(args JobArgs, opts *EnqueueOpts, p *EnqueueParams) error {
 	}
 	*p = EnqueueParams{
 		Args: args, Kind: kind, EncodedArgs: encoded,
-		Queue: cmp.Or(opts.Queue, DefaultQueue), Priority: opts.Priority, RunAt: opts.RunAt, MaxAttempts: opts.MaxAttempts,
+		Queue: cmp.Or(opts.Queue, QueueDefault), Priority: opts.Priority, RunAt: opts.RunAt, MaxAttempts: opts.MaxAttempts,
 		Tags: opts.Tags, Meta: opts.Meta, SingletonKey: opts.SingletonKey, Unique: opts.Unique,
 	}
 	return nil

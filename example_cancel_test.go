@@ -31,7 +31,7 @@ func ExampleClient_JobCancel() {
 	}, nil)
 	client, err := pgqueue.New(pool, &pgqueue.Config{
 		Workers: workers,
-		Queues:  map[string]pgqueue.QueueConfig{pgqueue.DefaultQueue: {MaxWorkers: 1}},
+		Queues:  map[string]pgqueue.QueueConfig{pgqueue.QueueDefault: {MaxWorkers: 1}},
 	})
 	if err != nil {
 		panic(err)
@@ -76,7 +76,7 @@ func ExampleRecordOutput() {
 	}, nil)
 	client, err := pgqueue.New(pool, &pgqueue.Config{
 		Workers: workers,
-		Queues:  map[string]pgqueue.QueueConfig{pgqueue.DefaultQueue: {MaxWorkers: 1}},
+		Queues:  map[string]pgqueue.QueueConfig{pgqueue.QueueDefault: {MaxWorkers: 1}},
 	})
 	if err != nil {
 		panic(err)

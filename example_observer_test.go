@@ -33,7 +33,7 @@ func ExampleObserver() {
 	}
 	client, err := pgqueue.New(pool, &pgqueue.Config{
 		Workers: workers,
-		Queues:  map[string]pgqueue.QueueConfig{pgqueue.DefaultQueue: {MaxWorkers: 2}},
+		Queues:  map[string]pgqueue.QueueConfig{pgqueue.QueueDefault: {MaxWorkers: 2}},
 		Observer: &pgqueue.Observer{
 			ResultRecorded: func(job *pgqueue.JobRow, r pgqueue.Outcome) {
 				mu.Lock()

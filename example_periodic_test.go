@@ -37,7 +37,7 @@ func ExampleNewPeriodicJob() {
 	}
 	client, err := pgqueue.New(pool, &pgqueue.Config{
 		Workers: workers,
-		Queues:  map[string]pgqueue.QueueConfig{pgqueue.DefaultQueue: {MaxWorkers: 2}},
+		Queues:  map[string]pgqueue.QueueConfig{pgqueue.QueueDefault: {MaxWorkers: 2}},
 		PeriodicJobs: []*pgqueue.PeriodicJob{
 			pgqueue.NewPeriodicJob("cleanup-nightly", nightly, func() (pgqueue.JobArgs, *pgqueue.EnqueueOpts) {
 				return CleanupArgs{Scope: "everything"}, &pgqueue.EnqueueOpts{MaxAttempts: 3}

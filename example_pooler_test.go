@@ -42,7 +42,7 @@ func Example_connectionPooler() {
 	}
 	client, err := pgqueue.New(pool, &pgqueue.Config{
 		Workers:          workers,
-		Queues:           map[string]pgqueue.QueueConfig{pgqueue.DefaultQueue: {MaxWorkers: 2}},
+		Queues:           map[string]pgqueue.QueueConfig{pgqueue.QueueDefault: {MaxWorkers: 2}},
 		DirectConnConfig: direct,
 	})
 	if err != nil {

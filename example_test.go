@@ -26,7 +26,7 @@ func Example() {
 	pool, drop := exampleDB()
 	defer drop()
 
-	if _, err := pgqueue.Migrate(ctx, pool, pgqueue.DefaultSchema); err != nil { // nothing to do here: already migrated
+	if _, err := pgqueue.Migrate(ctx, pool, pgqueue.SchemaDefault); err != nil { // nothing to do here: already migrated
 		panic(err)
 	}
 	sent := make(chan string, 1)
@@ -39,7 +39,7 @@ func Example() {
 	}
 	client, err := pgqueue.New(pool, &pgqueue.Config{
 		Workers: workers,
-		Queues:  map[string]pgqueue.QueueConfig{pgqueue.DefaultQueue: {MaxWorkers: 10}},
+		Queues:  map[string]pgqueue.QueueConfig{pgqueue.QueueDefault: {MaxWorkers: 10}},
 	})
 	if err != nil {
 		panic(err)
@@ -125,7 +125,7 @@ func ExampleClient_CompleteTx() {
 	}, nil); err != nil {
 		panic(err)
 	}
-	client, err := pgqueue.New(pool, &pgqueue.Config{Workers: workers, Queues: map[string]pgqueue.QueueConfig{pgqueue.DefaultQueue: {MaxWorkers: 1}}})
+	client, err := pgqueue.New(pool, &pgqueue.Config{Workers: workers, Queues: map[string]pgqueue.QueueConfig{pgqueue.QueueDefault: {MaxWorkers: 1}}})
 	if err != nil {
 		panic(err)
 	}

@@ -123,7 +123,7 @@ func runExecModeFlows(t *testing.T, pool *pgxpool.Pool) {
 	}, &pgqueue.PeriodicJobOpts{RunOnStart: true})
 	b := startClient(t, pool, workers, &pgqueue.Config{
 		Logger: log.Logger(), PeriodicJobs: []*pgqueue.PeriodicJob{periodic},
-		Queues: map[string]pgqueue.QueueConfig{pgqueue.DefaultQueue: {MaxWorkers: 4}, "paused": {MaxWorkers: 2}},
+		Queues: map[string]pgqueue.QueueConfig{pgqueue.QueueDefault: {MaxWorkers: 4}, "paused": {MaxWorkers: 2}},
 	})
 	c := b.client
 	client.Store(c)

@@ -118,7 +118,7 @@ func TestJobWaitingPastAHeartbeatIntervalIsHandedBack(t *testing.T) {
 		return nil
 	}, nil))
 	c := newClient(t, pool, &pgqueue.Config{Workers: ws, JobLease: 2 * time.Second, FetchPollInterval: time.Hour,
-		Queues: map[string]pgqueue.QueueConfig{pgqueue.DefaultQueue: {MaxWorkers: 4}}, Logger: testlog.Discard()})
+		Queues: map[string]pgqueue.QueueConfig{pgqueue.QueueDefault: {MaxWorkers: 4}}, Logger: testlog.Discard()})
 	// Every claim's jobs look as if they had waited a second for a worker.
 	pgqueue.SetClaimAged(c, time.Second)
 	_, err := c.EnqueueMany(ctx, []pgqueue.EnqueueManyParams{{Args: noteArgs{N: 1}}, {Args: noteArgs{N: 2}}})

@@ -30,7 +30,7 @@ func TestFinishHonoursCancelRequest(t *testing.T) {
 			c := newClient(t, pool, &pgqueue.Config{Logger: testlog.Discard()})
 			row, err := c.Enqueue(ctx, noteArgs{}, nil)
 			must(t, err)
-			jobs, err := pgqueue.Claim(ctx, c, pgqueue.DefaultQueue, 1)
+			jobs, err := pgqueue.Claim(ctx, c, pgqueue.QueueDefault, 1)
 			must(t, err)
 			if len(jobs) != 1 {
 				t.Fatalf("claimed %d jobs", len(jobs))

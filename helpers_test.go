@@ -108,7 +108,7 @@ func startClient(t *testing.T, pool *pgxpool.Pool, workers *pgqueue.Workers, cfg
 	}
 	cfg.Workers = workers
 	if cfg.Queues == nil {
-		cfg.Queues = map[string]pgqueue.QueueConfig{pgqueue.DefaultQueue: {MaxWorkers: 4}}
+		cfg.Queues = map[string]pgqueue.QueueConfig{pgqueue.QueueDefault: {MaxWorkers: 4}}
 	}
 	if cfg.FetchPollInterval == 0 {
 		cfg.FetchPollInterval = 50 * time.Millisecond

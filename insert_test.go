@@ -34,7 +34,7 @@ func TestEnqueue(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if row.ID == 0 || row.State != pgqueue.StateAvailable || row.Queue != pgqueue.DefaultQueue || row.Kind != "email" ||
+		if row.ID == 0 || row.State != pgqueue.StateAvailable || row.Queue != pgqueue.QueueDefault || row.Kind != "email" ||
 			row.Priority != 3 || row.MaxAttempts != 25 || row.Fence != 0 || row.Attempt != 0 {
 			t.Fatalf("unexpected row %+v", row)
 		}

@@ -109,7 +109,7 @@ func TestJobCancel(t *testing.T) {
 		c := newClient(t, pool, nil)
 		row, err := c.Enqueue(ctx, noteArgs{}, nil)
 		must(t, err)
-		claimed, err := pgqueue.Claim(ctx, c, pgqueue.DefaultQueue, 1)
+		claimed, err := pgqueue.Claim(ctx, c, pgqueue.QueueDefault, 1)
 		must(t, err)
 		if _, err := pgqueue.Complete(ctx, c, claimed); err != nil {
 			t.Fatal(err)
@@ -274,7 +274,7 @@ func TestJobCancel(t *testing.T) {
 		c := newClient(t, pool, nil)
 		row, err := c.Enqueue(ctx, noteArgs{}, nil)
 		must(t, err)
-		claimed, err := pgqueue.Claim(ctx, c, pgqueue.DefaultQueue, 1)
+		claimed, err := pgqueue.Claim(ctx, c, pgqueue.QueueDefault, 1)
 		must(t, err)
 		// The completion holds the row when the cancel arrives.
 		tx, err := pool.Begin(ctx)
@@ -304,7 +304,7 @@ func TestJobCancel(t *testing.T) {
 		c := newClient(t, pool, nil)
 		row, err := c.Enqueue(ctx, noteArgs{}, nil)
 		must(t, err)
-		claimed, err := pgqueue.Claim(ctx, c, pgqueue.DefaultQueue, 1)
+		claimed, err := pgqueue.Claim(ctx, c, pgqueue.QueueDefault, 1)
 		must(t, err)
 		_, err = c.JobCancel(ctx, row.ID)
 		must(t, err)
@@ -494,7 +494,7 @@ func cancelHolderChild(ctx context.Context, pool *pgxpool.Pool) error {
 		return err
 	}
 	c, err := pgqueue.New(pool, &pgqueue.Config{Workers: ws, JobLease: 2 * time.Second,
-		Queues: map[string]pgqueue.QueueConfig{pgqueue.DefaultQueue: {MaxWorkers: 1}}})
+		Queues: map[string]pgqueue.QueueConfig{pgqueue.QueueDefault: {MaxWorkers: 1}}})
 	if err != nil {
 		return err
 	}

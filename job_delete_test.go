@@ -34,7 +34,7 @@ func TestJobDelete(t *testing.T) {
 		t.Parallel()
 		b := setupControl(t)
 		id := b.jobIn(t, pgqueue.StateAvailable, nil)
-		_, err := pgqueue.Claim(ctx, b.client, pgqueue.DefaultQueue, 1)
+		_, err := pgqueue.Claim(ctx, b.client, pgqueue.QueueDefault, 1)
 		must(t, err)
 		before := readClaim(t, b.pool, id)
 		if _, err := b.client.JobDelete(ctx, id); !errors.Is(err, pgqueue.ErrJobRunning) {
@@ -81,7 +81,7 @@ func TestJobDelete(t *testing.T) {
 		tx, err := b.pool.Begin(ctx)
 		must(t, err)
 		defer func() { _ = tx.Rollback(ctx) }()
-		claimed, err := pgqueue.ClaimTx(ctx, b.client, tx, pgqueue.DefaultQueue, 1)
+		claimed, err := pgqueue.ClaimTx(ctx, b.client, tx, pgqueue.QueueDefault, 1)
 		must(t, err)
 		if len(claimed) != 1 {
 			t.Fatalf("claimed %d jobs", len(claimed))
@@ -122,7 +122,7 @@ func TestJobDelete(t *testing.T) {
 		b := setupControl(t)
 		id := b.jobIn(t, pgqueue.StateAvailable, nil)
 		tx := b.mustBegin(t)
-		_, err := pgqueue.ClaimTx(ctx, b.client, tx, pgqueue.DefaultQueue, 1)
+		_, err := pgqueue.ClaimTx(ctx, b.client, tx, pgqueue.QueueDefault, 1)
 		must(t, err)
 		done := make(chan error, 1)
 		go func() {
@@ -142,7 +142,7 @@ func TestJobDelete(t *testing.T) {
 		b := setupControl(t)
 		discarded := b.jobIn(t, pgqueue.StateDiscarded, nil)
 		running := b.jobIn(t, pgqueue.StateAvailable, nil)
-		_, err := pgqueue.Claim(ctx, b.client, pgqueue.DefaultQueue, 1)
+		_, err := pgqueue.Claim(ctx, b.client, pgqueue.QueueDefault, 1)
 		must(t, err)
 		scheduled := b.jobIn(t, pgqueue.StateScheduled, nil)
 		before := readClaim(t, b.pool, running)

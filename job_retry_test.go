@@ -121,7 +121,7 @@ func TestJobRetry(t *testing.T) {
 		if n := countJobs(t, b.pool, "id = $1 AND run_at <= now() AND run_at > now() - interval '1 minute'", id); n != 1 {
 			t.Error("run_at is not now")
 		}
-		claimed, err := pgqueue.Claim(ctx, b.client, pgqueue.DefaultQueue, 10)
+		claimed, err := pgqueue.Claim(ctx, b.client, pgqueue.QueueDefault, 10)
 		must(t, err)
 		if len(claimed) != 1 || claimed[0].ID != id || claimed[0].Attempt != 4 {
 			t.Fatalf("claimed %+v, want job %d at attempt 4", claimed, id)
@@ -171,7 +171,7 @@ func TestJobRetry(t *testing.T) {
 		t.Parallel()
 		b := setupControl(t)
 		id := b.jobIn(t, pgqueue.StateAvailable, nil)
-		_, err := pgqueue.Claim(ctx, b.client, pgqueue.DefaultQueue, 1)
+		_, err := pgqueue.Claim(ctx, b.client, pgqueue.QueueDefault, 1)
 		must(t, err)
 		before := readClaim(t, b.pool, id)
 		if _, err := b.client.JobRetry(ctx, id); !errors.Is(err, pgqueue.ErrJobRunning) {
@@ -265,7 +265,7 @@ func TestJobRetry(t *testing.T) {
 		defer func() { _ = tx.Rollback(ctx) }()
 		_, err = b.client.JobRetryTx(ctx, tx, id)
 		must(t, err)
-		claimed, err := pgqueue.ClaimTx(ctx, b.client, tx, pgqueue.DefaultQueue, 1)
+		claimed, err := pgqueue.ClaimTx(ctx, b.client, tx, pgqueue.QueueDefault, 1)
 		must(t, err)
 		if len(claimed) != 1 {
 			t.Fatalf("claimed %d jobs", len(claimed))
@@ -306,7 +306,7 @@ func TestJobRetry(t *testing.T) {
 		discarded := b.jobIn(t, pgqueue.StateDiscarded, nil)
 		completed := b.jobIn(t, pgqueue.StateCompleted, &pgqueue.EnqueueOpts{Queue: "other"})
 		running := b.jobIn(t, pgqueue.StateAvailable, nil)
-		_, err := pgqueue.Claim(ctx, b.client, pgqueue.DefaultQueue, 1)
+		_, err := pgqueue.Claim(ctx, b.client, pgqueue.QueueDefault, 1)
 		must(t, err)
 		available := b.jobIn(t, pgqueue.StateAvailable, nil)
 		before := readClaim(t, b.pool, running)

@@ -178,7 +178,7 @@ func TestPruner(t *testing.T) {
 			}
 		}()
 		c := startClient(t, pool, ws, &pgqueue.Config{
-			Queues:        map[string]pgqueue.QueueConfig{pgqueue.DefaultQueue: {MaxWorkers: 8}},
+			Queues:        map[string]pgqueue.QueueConfig{pgqueue.QueueDefault: {MaxWorkers: 8}},
 			PruneInterval: 20 * time.Millisecond, CompletedJobRetention: time.Hour, Logger: testlog.Discard(),
 		}).client
 		const producers, each = 10, 100
@@ -219,7 +219,7 @@ func TestPruner(t *testing.T) {
 			_, err := c.Enqueue(ctx, noteArgs{N: i}, nil)
 			must(t, err)
 		}
-		claimed, err := pgqueue.Claim(ctx, c, pgqueue.DefaultQueue, 50)
+		claimed, err := pgqueue.Claim(ctx, c, pgqueue.QueueDefault, 50)
 		must(t, err)
 		if len(claimed) != 50 {
 			t.Fatalf("claimed %d, want 50", len(claimed))
@@ -237,7 +237,7 @@ func TestPruner(t *testing.T) {
 
 		row, err := c.Enqueue(ctx, noteArgs{}, nil)
 		must(t, err)
-		again, err := pgqueue.Claim(ctx, c, pgqueue.DefaultQueue, 1)
+		again, err := pgqueue.Claim(ctx, c, pgqueue.QueueDefault, 1)
 		must(t, err)
 		if len(again) != 1 {
 			t.Fatalf("claimed %d, want 1", len(again))

@@ -47,7 +47,7 @@ type Migrator struct {
 	schema string
 }
 
-// NewMigrator prepares migrations for schema (DefaultSchema unless you chose another) on
+// NewMigrator prepares migrations for schema (SchemaDefault unless you chose another) on
 // pool, creating the schema and its migrations table when missing. Close it
 // when done; the pool stays open. A pool that goes through a connection
 // pooler gets ErrMigrateThroughPooler.
@@ -230,7 +230,7 @@ func (mg *Migrator) run(ctx context.Context, op string, step func() error) (_ Mi
 	return MigrateResult{From: from, To: to}, ctxError(ctx, "migrate "+op)
 }
 
-// Migrate applies every pending migration to schema (pass DefaultSchema
+// Migrate applies every pending migration to schema (pass SchemaDefault
 // unless Config.Schema names another): the one call most programs need at
 // start-up. An empty schema is refused (ErrInvalid).
 //

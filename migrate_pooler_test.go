@@ -20,7 +20,7 @@ func TestMigrateThroughPgBouncer(t *testing.T) {
 	pool := poolWithMode(t, pooled, pgx.QueryExecModeExec)
 	ctx := t.Context()
 
-	res, err := pgqueue.Migrate(ctx, pool, pgqueue.DefaultSchema)
+	res, err := pgqueue.Migrate(ctx, pool, pgqueue.SchemaDefault)
 	must(t, err)
 	if res.Changed() {
 		t.Fatalf("current schema through the pooler: %+v, want no change", res)
@@ -30,7 +30,7 @@ func TestMigrateThroughPgBouncer(t *testing.T) {
 	if !errors.Is(err, pgqueue.ErrMigrateThroughPooler) {
 		t.Fatalf("Migrate of a new schema through PgBouncer: %v, want ErrMigrateThroughPooler", err)
 	}
-	if _, err := pgqueue.NewMigrator(ctx, pool, pgqueue.DefaultSchema); !errors.Is(err, pgqueue.ErrMigrateThroughPooler) {
+	if _, err := pgqueue.NewMigrator(ctx, pool, pgqueue.SchemaDefault); !errors.Is(err, pgqueue.ErrMigrateThroughPooler) {
 		t.Fatalf("NewMigrator through PgBouncer: %v, want ErrMigrateThroughPooler", err)
 	}
 

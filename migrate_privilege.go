@@ -47,7 +47,7 @@ func schemaCurrent(ctx context.Context, pool *pgxpool.Pool, schema string) (uint
 }
 
 // GrantsSQL returns the SQL statements, one per line, that give role what an
-// application role needs on schema (DefaultSchema, or Config.Schema) once another
+// application role needs on schema (SchemaDefault, or Config.Schema) once another
 // role applied the migrations: USAGE on the schema, SELECT, INSERT, UPDATE
 // and DELETE on its tables, USAGE on its sequences and EXECUTE on its
 // functions. Nothing more: no CREATE, no ownership. Run them as the

@@ -36,7 +36,7 @@ func appRolePool(t *testing.T, owner *pgxpool.Pool) *pgxpool.Pool {
 	})
 	// No CONNECT or TEMP on the database beyond PUBLIC's, nothing on
 	// schema public: only the grants.
-	grants, err := pgqueue.GrantsSQL(pgqueue.DefaultSchema, role)
+	grants, err := pgqueue.GrantsSQL(pgqueue.SchemaDefault, role)
 	must(t, err)
 	_, err = owner.Exec(ctx, grants)
 	must(t, err)
@@ -55,7 +55,7 @@ func TestMigrateCurrentSchemaAsAppRole(t *testing.T) {
 	ctx := context.Background()
 	owner := newPool(t)
 	app := appRolePool(t, owner)
-	res, err := pgqueue.Migrate(ctx, app, pgqueue.DefaultSchema)
+	res, err := pgqueue.Migrate(ctx, app, pgqueue.SchemaDefault)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -85,7 +85,7 @@ func TestFeatureSetAsAppRole(t *testing.T) {
 	ctx := context.Background()
 	owner := newPool(t)
 	app := appRolePool(t, owner)
-	if _, err := pgqueue.Migrate(ctx, app, pgqueue.DefaultSchema); err != nil {
+	if _, err := pgqueue.Migrate(ctx, app, pgqueue.SchemaDefault); err != nil {
 		t.Fatal(err)
 	}
 
@@ -104,7 +104,7 @@ func TestFeatureSetAsAppRole(t *testing.T) {
 		&pgqueue.PeriodicJobOpts{RunOnStart: true})
 	c := newClient(t, app, &pgqueue.Config{
 		Workers:           workers,
-		Queues:            map[string]pgqueue.QueueConfig{pgqueue.DefaultQueue: {MaxWorkers: 4}},
+		Queues:            map[string]pgqueue.QueueConfig{pgqueue.QueueDefault: {MaxWorkers: 4}},
 		PeriodicJobs:      []*pgqueue.PeriodicJob{periodic},
 		FetchPollInterval: 50 * time.Millisecond,
 		SchedulerInterval: 50 * time.Millisecond,
@@ -132,8 +132,8 @@ func TestFeatureSetAsAppRole(t *testing.T) {
 	if _, err := c.JobCancel(ctx, later.ID); err != nil {
 		t.Fatal(err)
 	}
-	must(t, c.QueuePause(ctx, pgqueue.DefaultQueue))
-	must(t, c.QueueResume(ctx, pgqueue.DefaultQueue))
+	must(t, c.QueuePause(ctx, pgqueue.QueueDefault))
+	must(t, c.QueueResume(ctx, pgqueue.QueueDefault))
 
 	must(t, c.Start(ctx))
 	t.Cleanup(func() { _ = c.Stop(context.Background()) })
@@ -194,7 +194,7 @@ func TestFeatureSetAsAppRole(t *testing.T) {
 // Grants refuses a role that is not a plain identifier.
 func TestGrantsInvalidRole(t *testing.T) {
 	for _, role := range []string{"", "App", "a b", "x; DROP TABLE y"} {
-		if _, err := pgqueue.GrantsSQL(pgqueue.DefaultSchema, role); !errors.Is(err, pgqueue.ErrInvalid) {
+		if _, err := pgqueue.GrantsSQL(pgqueue.SchemaDefault, role); !errors.Is(err, pgqueue.ErrInvalid) {
 			t.Fatalf("%q: %v", role, err)
 		}
 	}
@@ -210,11 +210,11 @@ func TestMigrateUnreachableSaysConnect(t *testing.T) {
 	pool, err := pgxpool.New(context.Background(), "postgres://nobody@127.0.0.1:1/none?connect_timeout=2")
 	must(t, err)
 	defer pool.Close()
-	_, err = pgqueue.Migrate(context.Background(), pool, pgqueue.DefaultSchema)
+	_, err = pgqueue.Migrate(context.Background(), pool, pgqueue.SchemaDefault)
 	if err == nil || !strings.Contains(err.Error(), "migrate: connect:") || strings.Contains(err.Error(), "create schema") {
 		t.Fatalf("Migrate on an unreachable server: %v", err)
 	}
-	_, err = pgqueue.NewMigrator(context.Background(), pool, pgqueue.DefaultSchema)
+	_, err = pgqueue.NewMigrator(context.Background(), pool, pgqueue.SchemaDefault)
 	if err == nil || !strings.Contains(err.Error(), "migrate: connect:") {
 		t.Fatalf("NewMigrator on an unreachable server: %v", err)
 	}

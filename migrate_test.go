@@ -15,7 +15,7 @@ func TestMigrate(t *testing.T) {
 	t.Run("NothingToDoIsAResult", func(t *testing.T) {
 		t.Parallel()
 		pool := newPool(t)
-		res, err := pgqueue.Migrate(ctx, pool, pgqueue.DefaultSchema)
+		res, err := pgqueue.Migrate(ctx, pool, pgqueue.SchemaDefault)
 		must(t, err)
 		if res.Changed() || res.To == 0 {
 			t.Fatalf("result %+v, want unchanged at the latest version", res)
@@ -99,7 +99,7 @@ func TestMigrate(t *testing.T) {
 		if _, err := pgqueue.Migrate(ctx, pool, `public"; DROP TABLE x; --`); !errors.Is(err, pgqueue.ErrInvalid) {
 			t.Fatalf("err = %v, want ErrInvalid", err)
 		}
-		if _, err := pgqueue.Migrate(ctx, nil, pgqueue.DefaultSchema); !errors.Is(err, pgqueue.ErrInvalid) {
+		if _, err := pgqueue.Migrate(ctx, nil, pgqueue.SchemaDefault); !errors.Is(err, pgqueue.ErrInvalid) {
 			t.Fatalf("err = %v, want ErrInvalid", err)
 		}
 	})

@@ -173,7 +173,7 @@ func TestPgBouncer10000Jobs(t *testing.T) {
 		pools = append(pools, pool)
 		startClient(t, pool, countingNoteWorkers(t, &runs), &pgqueue.Config{
 			Logger: log.Logger(), DirectConnConfig: directCfg,
-			Queues: map[string]pgqueue.QueueConfig{pgqueue.DefaultQueue: {MaxWorkers: 20}},
+			Queues: map[string]pgqueue.QueueConfig{pgqueue.QueueDefault: {MaxWorkers: 20}},
 		})
 	}
 	c := newClient(t, pools[0], nil)

@@ -30,7 +30,7 @@ func TestDispatchStartsAnExecutorPerJob(t *testing.T) {
 		return nil
 	}, nil))
 	b := startClient(t, pool, workers, &pgqueue.Config{
-		Queues: map[string]pgqueue.QueueConfig{pgqueue.DefaultQueue: {MaxWorkers: 8}},
+		Queues: map[string]pgqueue.QueueConfig{pgqueue.QueueDefault: {MaxWorkers: 8}},
 	})
 	defer close(release)
 	ctx := t.Context()

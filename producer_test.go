@@ -37,7 +37,7 @@ func TestMaxWorkersBoundsHandlersWhenClaimingAhead(t *testing.T) {
 			}, nil))
 			obs := &pgqueue.Observer{Claimed: func(_ string, n int) { raiseTo(&largestClaim, int64(n)) }}
 			startClient(t, pool, ws, &pgqueue.Config{ClaimBatchDelay: delay, Observer: obs,
-				Queues: map[string]pgqueue.QueueConfig{pgqueue.DefaultQueue: {MaxWorkers: maxWorkers}}})
+				Queues: map[string]pgqueue.QueueConfig{pgqueue.QueueDefault: {MaxWorkers: maxWorkers}}})
 			waitFor(t, "all jobs completed", func() bool { return countJobs(t, pool, "state = 'completed'") == jobs })
 			if m := most.Load(); m > maxWorkers {
 				t.Fatalf("%d handlers ran at once, MaxWorkers is %d", m, maxWorkers)

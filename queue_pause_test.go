@@ -60,22 +60,22 @@ func TestQueuePause(t *testing.T) {
 		t.Parallel()
 		b := setupControl(t)
 		id := b.jobIn(t, pgqueue.StateAvailable, nil)
-		must(t, b.client.QueuePause(ctx, pgqueue.DefaultQueue))
-		must(t, b.client.QueuePause(ctx, pgqueue.DefaultQueue)) // not an error
-		jobs, err := pgqueue.Claim(ctx, b.client, pgqueue.DefaultQueue, 10)
+		must(t, b.client.QueuePause(ctx, pgqueue.QueueDefault))
+		must(t, b.client.QueuePause(ctx, pgqueue.QueueDefault)) // not an error
+		jobs, err := pgqueue.Claim(ctx, b.client, pgqueue.QueueDefault, 10)
 		must(t, err)
 		if len(jobs) != 0 {
 			t.Fatalf("claimed %d jobs from a paused queue", len(jobs))
 		}
-		if polled, err := pgqueue.Poll(ctx, b.client, []string{pgqueue.DefaultQueue}); err != nil || len(polled) != 0 {
+		if polled, err := pgqueue.Poll(ctx, b.client, []string{pgqueue.QueueDefault}); err != nil || len(polled) != 0 {
 			t.Fatalf("poll: %v, %v; want no queue: a paused queue's producer need not be woken", polled, err)
 		}
-		must(t, b.client.QueueResume(ctx, pgqueue.DefaultQueue))
-		must(t, b.client.QueueResume(ctx, pgqueue.DefaultQueue)) // not an error
-		if polled, err := pgqueue.Poll(ctx, b.client, []string{pgqueue.DefaultQueue}); err != nil || len(polled) != 1 {
+		must(t, b.client.QueueResume(ctx, pgqueue.QueueDefault))
+		must(t, b.client.QueueResume(ctx, pgqueue.QueueDefault)) // not an error
+		if polled, err := pgqueue.Poll(ctx, b.client, []string{pgqueue.QueueDefault}); err != nil || len(polled) != 1 {
 			t.Fatalf("poll: %v, %v; want the queue", polled, err)
 		}
-		jobs, err = pgqueue.Claim(ctx, b.client, pgqueue.DefaultQueue, 10)
+		jobs, err = pgqueue.Claim(ctx, b.client, pgqueue.QueueDefault, 10)
 		must(t, err)
 		if len(jobs) != 1 || jobs[0].ID != id {
 			t.Fatalf("claimed %v after resume, want job %d", jobs, id)
@@ -98,9 +98,9 @@ func TestQueuePause(t *testing.T) {
 		b := setupControl(t)
 		b.jobIn(t, pgqueue.StateAvailable, nil)
 		tx := b.mustBegin(t)
-		must(t, b.client.QueuePauseTx(ctx, tx, pgqueue.DefaultQueue))
+		must(t, b.client.QueuePauseTx(ctx, tx, pgqueue.QueueDefault))
 		must(t, tx.Rollback(ctx))
-		jobs, err := pgqueue.Claim(ctx, b.client, pgqueue.DefaultQueue, 10)
+		jobs, err := pgqueue.Claim(ctx, b.client, pgqueue.QueueDefault, 10)
 		must(t, err)
 		if len(jobs) != 1 {
 			t.Fatalf("claimed %d jobs after a rolled back pause, want 1", len(jobs))
@@ -144,15 +144,15 @@ func TestQueuePause(t *testing.T) {
 			pool := newPool(t)
 			ws, started, release := pauseWorkers(t)
 			b := startClient(t, pool, ws, &pgqueue.Config{PollOnly: tc.pollOnly, FetchPollInterval: tc.poll,
-				Queues: map[string]pgqueue.QueueConfig{pgqueue.DefaultQueue: {MaxWorkers: 1}, "other": {MaxWorkers: 1}}})
+				Queues: map[string]pgqueue.QueueConfig{pgqueue.QueueDefault: {MaxWorkers: 1}, "other": {MaxWorkers: 1}}})
 			operator := newClient(t, pool, nil)
 
-			running := enqueuePause(t, b.client, pgqueue.DefaultQueue, true)
+			running := enqueuePause(t, b.client, pgqueue.QueueDefault, true)
 			if id := <-started; id != running {
 				t.Fatalf("started job %d, want %d", id, running)
 			}
-			must(t, operator.QueuePause(ctx, pgqueue.DefaultQueue))
-			waiting := enqueuePause(t, operator, pgqueue.DefaultQueue, false)
+			must(t, operator.QueuePause(ctx, pgqueue.QueueDefault))
+			waiting := enqueuePause(t, operator, pgqueue.QueueDefault, false)
 			other := enqueuePause(t, operator, "other", false)
 			waitState(t, pool, other, "completed")
 			close(release)
@@ -161,7 +161,7 @@ func TestQueuePause(t *testing.T) {
 			// claim again: from the paused queue, nothing.
 			stillAvailable(t, pool, waiting, 50*time.Millisecond)
 
-			must(t, operator.QueueResume(ctx, pgqueue.DefaultQueue))
+			must(t, operator.QueueResume(ctx, pgqueue.QueueDefault))
 			waitState(t, pool, waiting, "completed")
 		})
 	}
@@ -174,8 +174,8 @@ func TestQueuePause(t *testing.T) {
 		ws, _, _ := pauseWorkers(t)
 		first := startClient(t, pool, ws, nil)
 		second := startClient(t, pool, ws, nil)
-		must(t, first.client.QueuePause(ctx, pgqueue.DefaultQueue))
-		waiting := enqueuePause(t, second.client, pgqueue.DefaultQueue, false)
+		must(t, first.client.QueuePause(ctx, pgqueue.QueueDefault))
+		waiting := enqueuePause(t, second.client, pgqueue.QueueDefault, false)
 		stillAvailable(t, pool, waiting, 50*time.Millisecond)
 
 		stopCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
@@ -184,7 +184,7 @@ func TestQueuePause(t *testing.T) {
 		must(t, second.client.Stop(stopCtx))
 		restarted := startClient(t, pool, ws, nil)
 		stillAvailable(t, pool, waiting, 50*time.Millisecond)
-		must(t, restarted.client.QueueResume(ctx, pgqueue.DefaultQueue))
+		must(t, restarted.client.QueueResume(ctx, pgqueue.QueueDefault))
 		waitState(t, pool, waiting, "completed")
 	})
 
@@ -196,7 +196,7 @@ func TestQueuePause(t *testing.T) {
 		must(t, err)
 		b.jobIn(t, pgqueue.StateAvailable, nil)
 		b.jobIn(t, pgqueue.StateAvailable, nil)
-		_, err = pgqueue.Claim(ctx, b.client, pgqueue.DefaultQueue, 1) // takes the older one
+		_, err = pgqueue.Claim(ctx, b.client, pgqueue.QueueDefault, 1) // takes the older one
 		must(t, err)
 		b.jobIn(t, pgqueue.StateScheduled, nil)
 		b.jobIn(t, pgqueue.StateCompleted, nil)
@@ -212,7 +212,7 @@ func TestQueuePause(t *testing.T) {
 		for _, q := range queues {
 			names = append(names, q.Name)
 		}
-		if len(queues) != 3 || names[0] != pgqueue.DefaultQueue || names[1] != "mail" || names[2] != "paused-empty" {
+		if len(queues) != 3 || names[0] != pgqueue.QueueDefault || names[1] != "mail" || names[2] != "paused-empty" {
 			t.Fatalf("queues %v, want default, mail, paused-empty", names)
 		}
 		def, mail, empty := queues[0], queues[1], queues[2]

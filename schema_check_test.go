@@ -17,7 +17,7 @@ func TestStartRefusesOutdatedSchema(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	pool := newPool(t)
-	mg, err := pgqueue.NewMigrator(ctx, pool, pgqueue.DefaultSchema)
+	mg, err := pgqueue.NewMigrator(ctx, pool, pgqueue.SchemaDefault)
 	must(t, err)
 	defer mg.Close()
 	if _, err := mg.Down(ctx, 1); err != nil {
@@ -55,7 +55,7 @@ func TestRunningClientMeetsOutdatedSchema(t *testing.T) {
 		return nil
 	}, nil))
 	b := startClient(t, pool, ws, &pgqueue.Config{FetchPollInterval: 20 * time.Millisecond, Logger: logs.Logger()})
-	mg, err := pgqueue.NewMigrator(ctx, pool, pgqueue.DefaultSchema)
+	mg, err := pgqueue.NewMigrator(ctx, pool, pgqueue.SchemaDefault)
 	must(t, err)
 	defer mg.Close()
 	// Migration 7 made the queues table that every claim reads: go back

@@ -118,7 +118,7 @@ func TestSingletonJobs(t *testing.T) {
 				t.Cleanup(p.Close)
 				startClient(t, p, ws, &pgqueue.Config{
 					ID:                  fmt.Sprintf("client%d", i),
-					Queues:              map[string]pgqueue.QueueConfig{pgqueue.DefaultQueue: {MaxWorkers: workers}},
+					Queues:              map[string]pgqueue.QueueConfig{pgqueue.QueueDefault: {MaxWorkers: workers}},
 					SingletonRetryDelay: 20 * time.Millisecond,
 					SchedulerInterval:   20 * time.Millisecond,
 					FetchPollInterval:   20 * time.Millisecond,

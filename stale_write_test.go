@@ -32,7 +32,7 @@ func TestStaleWriteRefusedByFence(t *testing.T) {
 		row, err := c.Enqueue(ctx, noteArgs{}, &pgqueue.EnqueueOpts{MaxAttempts: 1})
 		must(t, err)
 		claim := func() *pgqueue.JobRow {
-			jobs, err := pgqueue.Claim(ctx, c, pgqueue.DefaultQueue, 1)
+			jobs, err := pgqueue.Claim(ctx, c, pgqueue.QueueDefault, 1)
 			must(t, err)
 			if len(jobs) != 1 || jobs[0].ID != row.ID {
 				t.Fatalf("claimed %d jobs, want job %d", len(jobs), row.ID)

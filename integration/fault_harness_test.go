@@ -220,7 +220,7 @@ func newFaultEnv(t *testing.T, jobs int) *faultEnv {
 	}
 	t.Cleanup(e.db.Close)
 
-	if _, err := pgqueue.Migrate(ctx, e.db, pgqueue.DefaultSchema); err != nil {
+	if _, err := pgqueue.Migrate(ctx, e.db, pgqueue.SchemaDefault); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := e.db.Exec(ctx, faultSchema); err != nil {

@@ -136,7 +136,7 @@ func newSoakEnv(t *testing.T) *soakEnv {
 		t.Fatal(err)
 	}
 	t.Cleanup(e.db.Close)
-	if _, err := pgqueue.Migrate(ctx, e.db, pgqueue.DefaultSchema); err != nil {
+	if _, err := pgqueue.Migrate(ctx, e.db, pgqueue.SchemaDefault); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := e.db.Exec(ctx, soakSchema); err != nil {

@@ -152,7 +152,7 @@ func TestMetricsAndTraces(t *testing.T) {
 	}
 	cfg := &pgqueue.Config{
 		Workers:     taskWorkers(t),
-		Queues:      map[string]pgqueue.QueueConfig{pgqueue.DefaultQueue: {MaxWorkers: 4}},
+		Queues:      map[string]pgqueue.QueueConfig{pgqueue.QueueDefault: {MaxWorkers: 4}},
 		RetryPolicy: pgqueue.RetryPolicyFunc(func(int, error) time.Duration { return 0 }),
 	}
 	if err := inst.Install(cfg); err != nil {
@@ -302,7 +302,7 @@ func TestRescuedAndRefused(t *testing.T) {
 	}, nil); err != nil {
 		t.Fatal(err)
 	}
-	cfg := &pgqueue.Config{Workers: workers, Queues: map[string]pgqueue.QueueConfig{pgqueue.DefaultQueue: {MaxWorkers: 1}},
+	cfg := &pgqueue.Config{Workers: workers, Queues: map[string]pgqueue.QueueConfig{pgqueue.QueueDefault: {MaxWorkers: 1}},
 		RescueInterval: 50 * time.Millisecond}
 	if err := inst.Install(cfg); err != nil {
 		t.Fatal(err)

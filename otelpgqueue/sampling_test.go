@@ -55,7 +55,7 @@ func spanRun(t *testing.T, ratio float64, sampler sdktrace.Sampler, jobs int,
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := &pgqueue.Config{Workers: taskWorkers(t), Queues: map[string]pgqueue.QueueConfig{pgqueue.DefaultQueue: {MaxWorkers: 4}}}
+	cfg := &pgqueue.Config{Workers: taskWorkers(t), Queues: map[string]pgqueue.QueueConfig{pgqueue.QueueDefault: {MaxWorkers: 4}}}
 	if err := inst.Install(cfg); err != nil {
 		t.Fatal(err)
 	}

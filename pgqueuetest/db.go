@@ -27,7 +27,7 @@ func Main(m *testing.M, setup func(ctx context.Context, connString string) error
 		if err != nil {
 			return err
 		}
-		_, err = pgqueue.Migrate(ctx, pool, pgqueue.DefaultSchema)
+		_, err = pgqueue.Migrate(ctx, pool, pgqueue.SchemaDefault)
 		pool.Close()
 		if err != nil || setup == nil {
 			return err

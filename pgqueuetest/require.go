@@ -53,7 +53,7 @@ type Match struct {
 	// State, if not empty, is the job's state.
 	State pgqueue.JobState
 	// Schema is the pgqueue schema to look in. Default
-	// pgqueue.DefaultSchema.
+	// pgqueue.SchemaDefault.
 	Schema string
 }
 
@@ -116,7 +116,7 @@ func find(ctx context.Context, db DB, kind string, m *Match) (matched []*Enqueue
 	}
 	schema := m.Schema
 	if schema == "" {
-		schema = pgqueue.DefaultSchema
+		schema = pgqueue.SchemaDefault
 	}
 	if err := sqlschema.Validate(schema); err != nil {
 		return nil, nil, err

@@ -56,7 +56,7 @@ const csrfCookie = "pgqueueui_csrf"
 // Options configures a Handler. The zero value serves the default schema at
 // the root path, with actions enabled.
 type Options struct {
-	// Schema is the schema of pgqueue's tables: pgqueue.DefaultSchema when
+	// Schema is the schema of pgqueue's tables: pgqueue.SchemaDefault when
 	// empty.
 	Schema string
 	// Prefix is the path the handler is mounted under, such as
@@ -106,7 +106,7 @@ func New(pool *pgxpool.Pool, opts *Options) (*Handler, error) {
 	if opts != nil {
 		o = *opts
 	}
-	o.Schema = cmp.Or(o.Schema, pgqueue.DefaultSchema)
+	o.Schema = cmp.Or(o.Schema, pgqueue.SchemaDefault)
 	if o.Prefix != "" && (!strings.HasPrefix(o.Prefix, "/") || strings.HasSuffix(o.Prefix, "/")) {
 		return nil, fmt.Errorf("%w: Prefix %q must start with / and not end with /", ErrInvalidOptions, o.Prefix)
 	}

@@ -30,7 +30,7 @@ func TestMain(m *testing.M) {
 			return err
 		}
 		defer pool.Close()
-		_, err = pgqueue.Migrate(ctx, pool, pgqueue.DefaultSchema)
+		_, err = pgqueue.Migrate(ctx, pool, pgqueue.SchemaDefault)
 		return err
 	})
 	// Run, called in process, must leave nothing behind.

@@ -41,7 +41,7 @@ func TestProcessBehindPgBouncer(t *testing.T) {
 			// With the direct URL, --migrate has a new schema to create,
 			// which only the direct connection may do; without it the
 			// schema is current and Migrate only reads its version.
-			schema := pgqueue.DefaultSchema
+			schema := pgqueue.SchemaDefault
 			args := []string{"--migrate"}
 			if tt.direct {
 				schema = "kit_pooled"

@@ -35,7 +35,7 @@ type Settings struct {
 	// client then polls.
 	DirectDatabaseURL string
 	// Schema is pgqueue's schema. Flag --schema, environment
-	// PGQUEUE_SCHEMA. Default pgqueue.DefaultSchema.
+	// PGQUEUE_SCHEMA. Default pgqueue.SchemaDefault.
 	Schema string
 	// Queues are the queues to work and how many jobs of each run at
 	// once. Flag --queues, environment PGQUEUE_QUEUES, written
@@ -188,7 +188,7 @@ func (s *Settings) register(fs *flag.FlagSet, d Settings) {
 // withKitDefaults fills the zero fields of d with the kit's defaults.
 func (d Settings) withKitDefaults() Settings {
 	if d.Schema == "" {
-		d.Schema = pgqueue.DefaultSchema
+		d.Schema = pgqueue.SchemaDefault
 	}
 	if d.Queues == nil {
 		d.Queues, _ = parseQueues(DefaultQueues)

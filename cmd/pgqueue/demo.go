@@ -85,7 +85,7 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 var demoQueues = map[string]pgqueue.QueueConfig{
 	"emails":             {MaxWorkers: 20},
 	"reports":            {MaxWorkers: 10},
-	pgqueue.DefaultQueue: {MaxWorkers: 10},
+	pgqueue.QueueDefault: {MaxWorkers: 10},
 }
 
 func demo(ctx context.Context, a demoArgs, stdout, stderr io.Writer) (err error) {

@@ -68,7 +68,7 @@ func TestDemo(t *testing.T) {
 	t.Run("RefusesSchemaWithOtherJobs", func(t *testing.T) {
 		t.Parallel()
 		pool, url := newPool(t)
-		if _, err := pgqueue.Migrate(t.Context(), pool, pgqueue.DefaultSchema); err != nil {
+		if _, err := pgqueue.Migrate(t.Context(), pool, pgqueue.SchemaDefault); err != nil {
 			t.Fatal(err)
 		}
 		client, err := pgqueue.New(pool, nil)
@@ -78,7 +78,7 @@ func TestDemo(t *testing.T) {
 		if _, err := client.Enqueue(t.Context(), realJob{}, nil); err != nil {
 			t.Fatal(err)
 		}
-		code, stdout, stderr := runCLI(t.Context(), "demo", "--jobs", "10", "--schema", pgqueue.DefaultSchema, "--database-url", url)
+		code, stdout, stderr := runCLI(t.Context(), "demo", "--jobs", "10", "--schema", pgqueue.SchemaDefault, "--database-url", url)
 		if code != exitError || !strings.Contains(stderr, "refusing to empty it") {
 			t.Fatalf("exit code %d, want %d with a refusal\nstdout: %s\nstderr: %s", code, exitError, stdout, stderr)
 		}

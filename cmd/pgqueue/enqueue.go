@@ -55,7 +55,7 @@ func runEnqueue(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	)
 	fs := newFlagSet("enqueue")
 	f.register(fs)
-	fs.StringVar(&queue, "queue", pgqueue.DefaultQueue, "")
+	fs.StringVar(&queue, "queue", pgqueue.QueueDefault, "")
 	fs.IntVar(&priority, "priority", 0, "")
 	fs.IntVar(&maxAttempts, "max-attempts", 0, "") // 0: the library's default
 	fs.StringVar(&runAt, "run-at", "", "")

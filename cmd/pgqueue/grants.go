@@ -26,7 +26,7 @@ Flags:
 func runGrants(_ context.Context, args []string, stdout, stderr io.Writer) int {
 	var schema string
 	fs := newFlagSet("grants")
-	fs.StringVar(&schema, "schema", pgqueue.DefaultSchema, "")
+	fs.StringVar(&schema, "schema", pgqueue.SchemaDefault, "")
 	pos, err := parseInterspersed(fs, args)
 	if err == nil && len(pos) != 1 {
 		err = usagef("want one role, got %d arguments", len(pos))

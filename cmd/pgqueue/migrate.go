@@ -58,7 +58,7 @@ type migrateArgs struct {
 func parseMigrateArgs(args []string) (migrateArgs, error) {
 	var a migrateArgs
 	fs := newFlagSet("migrate")
-	a.register(fs, pgqueue.DefaultSchema)
+	a.register(fs, pgqueue.SchemaDefault)
 	fs.BoolVar(&a.all, "all", false, "")
 	fs.BoolVar(&a.ignore, "ignore-active", false, "")
 	fs.BoolVar(&a.json, "json", false, "")

@@ -63,7 +63,7 @@ func setupOps(t *testing.T) *opsBundle {
 		t.Fatal(err)
 	}
 	t.Cleanup(b.pool.Close)
-	if _, err := pgqueue.Migrate(ctx, b.pool, pgqueue.DefaultSchema); err != nil {
+	if _, err := pgqueue.Migrate(ctx, b.pool, pgqueue.SchemaDefault); err != nil {
 		t.Fatal(err)
 	}
 	if b.client, err = pgqueue.New(b.pool, nil); err != nil {
@@ -92,7 +92,7 @@ func setupOps(t *testing.T) *opsBundle {
 		return context.Cause(ctx)
 	}, nil))
 	if b.worker, err = pgqueue.New(b.pool, &pgqueue.Config{ID: opsWorkerID, Workers: workers,
-		Queues: map[string]pgqueue.QueueConfig{pgqueue.DefaultQueue: {MaxWorkers: 5}}}); err != nil {
+		Queues: map[string]pgqueue.QueueConfig{pgqueue.QueueDefault: {MaxWorkers: 5}}}); err != nil {
 		t.Fatal(err)
 	}
 	must(t, b.worker.Start(ctx))

@@ -26,7 +26,7 @@ type readFlags struct {
 }
 
 func (f *readFlags) register(fs *flag.FlagSet) {
-	f.dbFlags.register(fs, pgqueue.DefaultSchema)
+	f.dbFlags.register(fs, pgqueue.SchemaDefault)
 	fs.BoolVar(&f.json, "json", false, "")
 }
 

@@ -126,7 +126,7 @@ func queuesList(ctx context.Context, args []string, stdout io.Writer) error {
 func queuesControl(ctx context.Context, verb string, args []string, stdout io.Writer) error {
 	var f dbFlags
 	fs := newFlagSet("queues " + verb)
-	f.register(fs, pgqueue.DefaultSchema)
+	f.register(fs, pgqueue.SchemaDefault)
 	pos, err := parseArgs(fs, args)
 	if err != nil {
 		return err

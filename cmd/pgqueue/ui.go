@@ -38,7 +38,7 @@ func runUI(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 func serveUI(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	var f dbFlags
 	fs := newFlagSet("ui")
-	f.register(fs, pgqueue.DefaultSchema)
+	f.register(fs, pgqueue.SchemaDefault)
 	listen := fs.String("listen", "127.0.0.1:8080", "")
 	readOnly := fs.Bool("read-only", false, "")
 	prefix := fs.String("prefix", "", "")

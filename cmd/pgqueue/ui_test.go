@@ -26,7 +26,7 @@ func TestUIServes(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(pool.Close)
-	if _, err := pgqueue.Migrate(t.Context(), pool, pgqueue.DefaultSchema); err != nil {
+	if _, err := pgqueue.Migrate(t.Context(), pool, pgqueue.SchemaDefault); err != nil {
 		t.Fatal(err)
 	}
 	client, err := pgqueue.New(pool, nil)

@@ -123,7 +123,7 @@ func (o *options) register(fs *flag.FlagSet) {
 	fs.StringVar(&o.sleepAt, "sleep-at", sleepAfterCheck, "where the handler waits: after-check (between CheckFenceTx and CompleteTx) or after-complete (between CompleteTx and COMMIT)")
 	fs.BoolVar(&o.zombie, "zombie", true, "handlers ignore their context's cancellation in their own writes, as a handler that misses a lost lease would: only fencing keeps their writes out")
 	fs.DurationVar(&o.idleTx, "idle-tx-timeout", 0, "idle_in_transaction_session_timeout of the worker's sessions (0: server default)")
-	fs.StringVar(&o.queues, "queues", pgqueue.DefaultQueue, "comma-separated queues to work")
+	fs.StringVar(&o.queues, "queues", pgqueue.QueueDefault, "comma-separated queues to work")
 	fs.DurationVar(&o.batchDelay, "complete-batch-delay", 0, "Config.CompleteBatchDelay (0: the default); a long one keeps results pending until Stop")
 	fs.BoolVar(&o.victim, "victim", false, "handlers follow the job's mode arg (see the package doc)")
 	fs.BoolVar(&o.hold, "hold", false, "handlers hold a job listed in holds with a lower fence, running, until it is released")

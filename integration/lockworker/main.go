@@ -163,7 +163,7 @@ func (o *options) run(ctx context.Context, p *workerproc.Worker) error {
 	client, err := pgqueue.New(p.Pool, &pgqueue.Config{
 		Schema:              p.Schema,
 		ID:                  p.AppName,
-		Queues:              map[string]pgqueue.QueueConfig{pgqueue.DefaultQueue: {MaxWorkers: o.workers}},
+		Queues:              map[string]pgqueue.QueueConfig{pgqueue.QueueDefault: {MaxWorkers: o.workers}},
 		Workers:             workers,
 		JobLease:            p.Lease,
 		LeaderTTL:           p.Lease,

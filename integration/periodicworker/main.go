@@ -77,7 +77,7 @@ func (o *options) run(ctx context.Context, p *workerproc.Worker) error {
 	client, err := pgqueue.New(p.Pool, &pgqueue.Config{
 		Schema:            p.Schema,
 		ID:                p.AppName,
-		Queues:            map[string]pgqueue.QueueConfig{pgqueue.DefaultQueue: {MaxWorkers: 2}},
+		Queues:            map[string]pgqueue.QueueConfig{pgqueue.QueueDefault: {MaxWorkers: 2}},
 		Workers:           workers,
 		JobLease:          p.Lease,
 		LeaderTTL:         p.Lease,

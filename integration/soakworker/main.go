@@ -206,7 +206,7 @@ func (o *options) run(ctx context.Context, p *workerproc.Worker) error {
 		Schema: p.Schema,
 		ID:     p.Name,
 		Queues: map[string]pgqueue.QueueConfig{
-			pgqueue.DefaultQueue: {MaxWorkers: o.maxWorkers},
+			pgqueue.QueueDefault: {MaxWorkers: o.maxWorkers},
 			PausedQueue:          {MaxWorkers: o.pausedMax},
 		},
 		Workers:             workers,

@@ -40,7 +40,7 @@ func migrateTemplate(ctx context.Context, connString string) error {
 		return err
 	}
 	defer pool.Close()
-	_, err = pgqueue.Migrate(ctx, pool, pgqueue.DefaultSchema)
+	_, err = pgqueue.Migrate(ctx, pool, pgqueue.SchemaDefault)
 	return err
 }
 

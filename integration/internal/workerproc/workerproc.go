@@ -145,7 +145,7 @@ func (s *Spec) parse(args []string, stderr io.Writer) (*flags, error) {
 	}
 	fs.StringVar(&f.db, "db", os.Getenv("DATABASE_URL"), "database URL (default $DATABASE_URL)")
 	fs.StringVar(&f.name, "name", "", "worker name; its sessions' application_name is "+s.Command+"-<name> (required)")
-	fs.StringVar(&f.schema, "schema", pgqueue.DefaultSchema, "pgqueue schema")
+	fs.StringVar(&f.schema, "schema", pgqueue.SchemaDefault, "pgqueue schema")
 	fs.DurationVar(&f.lease, "lease", 2*time.Second, leaseUsage)
 	fs.DurationVar(&f.connectTimeout, "connect-timeout", 3*time.Second, "connect timeout of the worker's connections")
 	fs.DurationVar(&f.stopAfter, "stop-timeout", 10*time.Second, "how long a graceful stop may take")
