@@ -70,7 +70,7 @@ type EnqueueManyParams struct {
 }
 
 // JobArgsWithEnqueueOpts is implemented by args types that declare the
-// default insert options of their kind. Every insert of such args (Enqueue,
+// default enqueue options of their kind. Every insert of such args (Enqueue,
 // EnqueueMany and their Tx twins, periodic runs) starts from these
 // defaults, and the caller's InsertOpts override them field by field:
 // each non-zero field of the caller's (a non-empty Queue or SingletonKey,
@@ -215,7 +215,7 @@ func (c *Client) insert(ctx context.Context, db enqueue.Batcher, args JobArgs, o
 		return nil, err
 	}
 	paramsForMiddleware(&p)
-	res, err := c.runInsertMiddleware(ctx, []*EnqueueParams{&p}, func(ctx context.Context) (*EnqueuedJobs, error) {
+	res, err := c.runEnqueueMiddleware(ctx, []*EnqueueParams{&p}, func(ctx context.Context) (*EnqueuedJobs, error) {
 		var ep enqueue.Params
 		p.params(&ep)
 		r, err := c.insertJob(ctx, db, &ep)
@@ -310,7 +310,7 @@ func manySource(params []EnqueueManyParams) enqueue.Source {
 	}
 }
 
-// enqueueManyMiddleware is enqueueMany through the insert middleware: the
+// enqueueManyMiddleware is enqueueMany through the enqueue middleware: the
 // jobs are encoded first, for the middleware to see, then written as
 // enqueueMany would.
 func (c *Client) enqueueManyMiddleware(ctx context.Context, tx pgx.Tx, params []EnqueueManyParams) (*EnqueueManyResult, map[string]bool, error) {
@@ -324,7 +324,7 @@ func (c *Client) enqueueManyMiddleware(ctx context.Context, tx pgx.Tx, params []
 		ps[i] = &store[i]
 	}
 	var queues map[string]bool
-	res, err := c.runInsertMiddleware(ctx, ps, func(ctx context.Context) (*EnqueuedJobs, error) {
+	res, err := c.runEnqueueMiddleware(ctx, ps, func(ctx context.Context) (*EnqueuedJobs, error) {
 		r, err := c.enq.Many(ctx, tx, enqueue.Source{
 			N:      len(ps),
 			Unique: slices.ContainsFunc(ps, func(p *EnqueueParams) bool { return p.Unique != nil }),

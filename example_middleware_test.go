@@ -24,7 +24,7 @@ func (InvoiceArgs) EnqueueOpts() pgqueue.EnqueueOpts {
 
 type requestIDKey struct{}
 
-// Insert middleware carries a request id from the enqueuing request, in
+// Enqueue middleware carries a request id from the enqueuing request, in
 // the job's meta, to work middleware that puts it in the handler's
 // context.
 func ExampleEnqueueMiddleware() {

@@ -11,7 +11,7 @@ import (
 	"github.com/pgqueue/pgqueue/internal/executor"
 )
 
-// EnqueueParams is one job about to be inserted, as insert middleware sees
+// EnqueueParams is one job about to be enqueued, as enqueue middleware sees
 // it: the options resolved (the args type's defaults under the caller's
 // InsertOpts) and the args encoded. A middleware may change any field;
 // the job is validated, as Enqueue validates it, after the last
@@ -46,7 +46,7 @@ type EnqueueParams struct {
 	Unique *UniqueOpts
 }
 
-// EnqueuedJobs is what an insert did, as insert middleware sees it.
+// EnqueuedJobs is what an enqueue did, as enqueue middleware sees it.
 type EnqueuedJobs struct {
 	// Rows holds, for Enqueue and EnqueueTx (and each periodic run), the
 	// one job inserted, or the existing job a unique job duplicates.
@@ -77,7 +77,7 @@ type EnqueueMiddleware interface {
 	Enqueue(ctx context.Context, jobs []*EnqueueParams, next func(ctx context.Context) (*EnqueuedJobs, error)) error
 }
 
-// EnqueueMiddlewareFunc adapts a function to InsertMiddleware.
+// EnqueueMiddlewareFunc adapts a function to EnqueueMiddleware.
 type EnqueueMiddlewareFunc func(ctx context.Context, jobs []*EnqueueParams, next func(ctx context.Context) (*EnqueuedJobs, error)) error
 
 // Enqueue calls f.
@@ -136,9 +136,9 @@ func OutcomeOf(ctx context.Context, err error) Outcome {
 	return OutcomeFailed
 }
 
-// runInsertMiddleware runs the client's insert middleware around insert,
+// runEnqueueMiddleware runs the client's enqueue middleware around insert,
 // and returns insert's result unless a middleware failed the insert.
-func (c *Client) runInsertMiddleware(ctx context.Context, jobs []*EnqueueParams, insert func(ctx context.Context) (*EnqueuedJobs, error)) (*EnqueuedJobs, error) {
+func (c *Client) runEnqueueMiddleware(ctx context.Context, jobs []*EnqueueParams, insert func(ctx context.Context) (*EnqueuedJobs, error)) (*EnqueuedJobs, error) {
 	var (
 		res    *EnqueuedJobs
 		resErr error
@@ -146,7 +146,7 @@ func (c *Client) runInsertMiddleware(ctx context.Context, jobs []*EnqueueParams,
 	)
 	next := func(ctx context.Context) (*EnqueuedJobs, error) {
 		if called {
-			return nil, fmt.Errorf("%w option: insert middleware called next twice", ErrInvalid)
+			return nil, fmt.Errorf("%w option: enqueue middleware called next twice", ErrInvalid)
 		}
 		called = true
 		res, resErr = insert(ctx)

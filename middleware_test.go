@@ -18,7 +18,7 @@ import (
 	"github.com/pgqueue/pgqueue/internal/testlog"
 )
 
-// insertRecorder is an insert middleware that stamps every job's meta and
+// insertRecorder is an enqueue middleware that stamps every job's meta and
 // tags and keeps what it saw of each call.
 type insertRecorder struct {
 	mu    sync.Mutex
@@ -54,7 +54,7 @@ func (r *insertRecorder) last(t *testing.T) (insertCall, int) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if len(r.calls) == 0 {
-		t.Fatal("insert middleware not called")
+		t.Fatal("enqueue middleware not called")
 	}
 	return r.calls[len(r.calls)-1], len(r.calls)
 }
@@ -65,7 +65,7 @@ func unstamped(t *testing.T, pool *pgxpool.Pool, kind string) int {
 	return countJobs(t, pool, "kind = $1 AND NOT (meta->>'stamp' = 'mw' AND 'mw' = ANY (tags))", kind)
 }
 
-// TestInsertMiddleware checks that insert middleware wraps every insert
+// TestInsertMiddleware checks that enqueue middleware wraps every insert
 // path, may change the jobs, and sees what was inserted.
 func TestInsertMiddleware(t *testing.T) {
 	t.Parallel()
@@ -469,7 +469,7 @@ func TestNilMiddlewareIsInvalid(t *testing.T) {
 	}
 }
 
-// A periodic run an insert middleware skips counts as done: the schedule
+// A periodic run an enqueue middleware skips counts as done: the schedule
 // moves on instead of retrying the instant forever.
 func TestInsertMiddlewareSkipsPeriodicRun(t *testing.T) {
 	t.Parallel()

@@ -17,7 +17,7 @@ import (
 	"github.com/pgqueue/pgqueue/internal/maintenance"
 )
 
-// PeriodicJobConstructor returns the args and insert options of one run of
+// PeriodicJobConstructor returns the args and enqueue options of one run of
 // a periodic job. Returning nil args skips the run: the instant counts as
 // done and nothing is enqueued. It is called on the maintenance leader,
 // inside the transaction that records the instant, so it should be quick
@@ -271,7 +271,7 @@ func construct(job *PeriodicJob) (args JobArgs, opts *EnqueueOpts, err error) {
 }
 
 // isInvalidJob reports whether err says a job is invalid, before anything
-// was sent to the database, or that an insert middleware chose to skip it:
+// was sent to the database, or that an enqueue middleware chose to skip it:
 // either way, trying again would end the same.
 func isInvalidJob(err error) bool {
 	for _, target := range []error{ErrInvalid, ErrTooLarge, ErrNotEnqueued} {

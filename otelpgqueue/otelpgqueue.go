@@ -627,7 +627,7 @@ func endAttempt(span trace.Span, outcome pgqueue.Outcome, err error) {
 	span.SetAttributes(attribute.String("pgqueue.outcome", string(outcome)))
 }
 
-// enqueuer reads the trace context the insert middleware stored in meta.
+// enqueuer reads the trace context the enqueue middleware stored in meta.
 func (in *Instrumentation) enqueuer(meta []byte) (trace.SpanContext, bool) {
 	if !bytes.Contains(meta, []byte(`"`+MetaKey+`"`)) {
 		return trace.SpanContext{}, false

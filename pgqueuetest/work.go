@@ -24,7 +24,7 @@ type WorkResult struct {
 	Job *pgqueue.JobRow
 }
 
-// Work enqueues args with opts through client (its insert middleware
+// Work enqueues args with opts through client (its enqueue middleware
 // too), then runs that job at once (see WorkJob). It fails the test if the
 // job cannot be enqueued or run.
 func Work(ctx context.Context, tb testing.TB, client *pgqueue.Client, args pgqueue.JobArgs, opts *pgqueue.EnqueueOpts) *WorkResult {

@@ -6,7 +6,7 @@
 // encoded while the server reads it.
 //
 // The root package keeps the public API (Client.Enqueue and friends, the
-// options, the insert middleware) and hands jobs down as Params. This
+// options, the enqueue middleware) and hands jobs down as Params. This
 // package imports pgqueuetype, internal/jobsql and internal/dberr, never
 // the root package.
 package enqueue
