@@ -147,9 +147,9 @@ func newPeriodicJobs(jobs []*PeriodicJob) (*PeriodicJobs, error) {
 }
 
 // Add adds job to the set. A leading client takes it into account at once.
-// It returns an error matching ErrInvalid when the job is invalid
-// (a *ScheduleError for its schedule), and ErrInvalid when its
-// name is taken; to change a job, Remove it and Add the new one.
+// It returns an error matching ErrInvalid when the job is invalid (a
+// *ScheduleError for its schedule) or its name is taken; to change a job,
+// Remove it and Add the new one.
 func (p *PeriodicJobs) Add(job *PeriodicJob) error {
 	if err := job.validate(); err != nil {
 		return err

@@ -18,7 +18,8 @@ import (
 //
 // ctx ends when the job's timeout passes or the client stops; handlers must
 // return soon after. Work may run again for the same job after a crash or a
-// lost lease, so make it idempotent or fence its writes with job.Fence.
+// lost lease, so make it idempotent or fence its writes with
+// job.CheckFenceTx.
 type Worker[T JobArgs] interface {
 	Work(ctx context.Context, job *Job[T]) error
 }
@@ -62,9 +63,9 @@ func NewWorkers() *Workers {
 }
 
 // AddWorker registers w for the kind T's zero value names. opts may be nil.
-// It returns ErrInvalid when the kind already has a worker,
-// ErrInvalid when the kind is empty and ErrInvalid when
-// opts.Middleware holds a nil.
+// It returns ErrInvalid when the kind is already registered, when it is
+// empty or longer than 255 bytes, and when w or one of opts.Middleware is
+// nil.
 func AddWorker[T JobArgs](ws *Workers, w Worker[T], opts *WorkerOpts) error {
 	var zero T
 	kind := zero.Kind()
