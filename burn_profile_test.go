@@ -12,7 +12,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/pgqueue/pgqueue/internal/bench"
+	"github.com/pgqueue/pgqueue/cmd/pgqueue/bench"
 )
 
 // BenchmarkBurnDown runs the burn-down of `pgqueue bench` (EnqueueMany of

@@ -4,6 +4,7 @@ import (
 	"os"
 	"testing"
 
+	"github.com/pgqueue/pgqueue"
 	"github.com/pgqueue/pgqueue/internal/testdb"
 )
 
@@ -14,5 +15,5 @@ func TestMain(m *testing.M) {
 	if code, ok := runChild(); ok {
 		os.Exit(code)
 	}
-	os.Exit(testdb.Main(m))
+	os.Exit(testdb.Main(m, pgqueue.Migrate))
 }

@@ -6,7 +6,8 @@ import (
 	"os"
 	"testing"
 
+	"github.com/pgqueue/pgqueue"
 	"github.com/pgqueue/pgqueue/internal/testdb"
 )
 
-func TestMain(m *testing.M) { os.Exit(testdb.Main(m)) }
+func TestMain(m *testing.M) { os.Exit(testdb.Main(m, pgqueue.Migrate)) }

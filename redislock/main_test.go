@@ -5,6 +5,7 @@ import (
 	"os"
 	"testing"
 
+	"github.com/pgqueue/pgqueue"
 	"github.com/pgqueue/pgqueue/internal/testdb"
 )
 
@@ -30,7 +31,7 @@ func TestMain(m *testing.M) {
 		os.Exit(0)
 	}
 	shared = s
-	code := testdb.Main(m)
+	code := testdb.Main(m, pgqueue.Migrate)
 	s.close()
 	os.Exit(code)
 }

@@ -15,7 +15,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/pgqueue/pgqueue/internal/bench"
+	"github.com/pgqueue/pgqueue/cmd/pgqueue/bench"
 	"github.com/pgqueue/pgqueue/internal/pgserver"
 )
 

@@ -7,7 +7,7 @@ import (
 	"os"
 	"os/exec"
 
-	"github.com/pgqueue/pgqueue/internal/bench"
+	"github.com/pgqueue/pgqueue/cmd/pgqueue/bench"
 )
 
 // benchChildMode is the hidden bench mode a child process of

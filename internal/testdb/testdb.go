@@ -15,14 +15,21 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"go.uber.org/goleak"
 
-	"github.com/pgqueue/pgqueue"
 	"github.com/pgqueue/pgqueue/internal/pgtest"
+	"github.com/pgqueue/pgqueue/internal/sqlschema"
 )
 
 // Main runs the tests of m and returns the exit code for os.Exit: 1 also
-// when they passed but left goroutines running.
-func Main(m *testing.M) int {
-	code := pgtest.Main(m, migrateTemplate)
+// when they passed but left goroutines running. migrate is pgqueue.Migrate,
+// passed in by the test package so that this package need not import the
+// root (whose Migrate returns a type of its own, hence R).
+func Main[R any](m *testing.M, migrate func(ctx context.Context, pool *pgxpool.Pool, schema string) (R, error)) int {
+	code := pgtest.Main(m, func(ctx context.Context, connString string) error {
+		return migrateTemplate(ctx, connString, func(ctx context.Context, pool *pgxpool.Pool) error {
+			_, err := migrate(ctx, pool, sqlschema.Default)
+			return err
+		})
+	})
 	if code == 0 {
 		if err := goleak.Find(); err != nil {
 			fmt.Fprintln(os.Stderr, "goroutine leak:", err)
@@ -34,14 +41,13 @@ func Main(m *testing.M) int {
 
 // migrateTemplate migrates the default schema of the template database
 // every test's database is cloned from.
-func migrateTemplate(ctx context.Context, connString string) error {
+func migrateTemplate(ctx context.Context, connString string, migrate func(context.Context, *pgxpool.Pool) error) error {
 	pool, err := pgxpool.New(ctx, connString)
 	if err != nil {
 		return err
 	}
 	defer pool.Close()
-	_, err = pgqueue.Migrate(ctx, pool, pgqueue.SchemaDefault)
-	return err
+	return migrate(ctx, pool)
 }
 
 // ExamplePool gives an Example function a migrated database of its own,

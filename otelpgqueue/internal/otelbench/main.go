@@ -39,7 +39,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	"github.com/pgqueue/pgqueue"
-	"github.com/pgqueue/pgqueue/internal/bench"
+	"github.com/pgqueue/pgqueue/cmd/pgqueue/bench"
 	"github.com/pgqueue/pgqueue/otelpgqueue"
 )
 

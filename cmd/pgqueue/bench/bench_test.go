@@ -11,7 +11,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/pgqueue/pgqueue/internal/bench"
+	"github.com/pgqueue/pgqueue/cmd/pgqueue/bench"
 	"github.com/pgqueue/pgqueue/internal/pgtest"
 )
 
