@@ -7,15 +7,15 @@ import (
 )
 
 // TestDesignClaimMatchesSQL keeps the claim statement shown in
-// docs/design.md the one sql/claim.sql holds.
+// docs/dev/design.md the one sql/claim.sql holds.
 func TestDesignClaimMatchesSQL(t *testing.T) {
-	design, err := os.ReadFile("docs/design.md")
+	design, err := os.ReadFile("docs/dev/design.md")
 	if err != nil {
 		t.Fatal(err)
 	}
 	_, section, ok := strings.Cut(string(design), "\n## Claim\n")
 	if !ok {
-		t.Fatal("docs/design.md has no Claim section")
+		t.Fatal("docs/dev/design.md has no Claim section")
 	}
 	_, block, ok := strings.Cut(section, "```sql\n")
 	if !ok {
@@ -34,6 +34,6 @@ func TestDesignClaimMatchesSQL(t *testing.T) {
 		}
 	}
 	if got, want := strings.TrimSpace(block), strings.TrimSpace(strings.Join(statement, "\n")); got != want {
-		t.Errorf("docs/design.md shows a claim statement that is not sql/claim.sql's:\n--- docs ---\n%s\n--- sql/claim.sql ---\n%s", got, want)
+		t.Errorf("docs/dev/design.md shows a claim statement that is not sql/claim.sql's:\n--- docs ---\n%s\n--- sql/claim.sql ---\n%s", got, want)
 	}
 }
