@@ -19,7 +19,7 @@ import (
 // no-op jobs, then one client with 1,000 workers works them all) once per
 // iteration and reports the client's CPU (user and system, getrusage) and
 // allocations per job of the working phase alone: the figures the client's
-// cost is judged by (docs/performance.md, "Client CPU per job").
+// cost is judged by (docs/dev/measurements/2026-12-02-burn-down-sustained-enqueue.md, "Client CPU per job").
 //
 // By default it works b.N jobs on the test server. Set
 // PGQUEUE_BURN_URL to a scratch database (its schema pgqueue_bench is

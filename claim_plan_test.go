@@ -22,7 +22,7 @@ import (
 // bitmap scan of the backlog followed by a sort of all of it (LockRows sits
 // between LIMIT and the sort, so the sort is never bounded) took 92 ms for
 // a 50,000-job backlog in issue 15, where the index scan took about 1 ms
-// (docs/performance.md, "The claim's plan without statistics"). Custom and
+// (docs/dev/measurements/2026-12-03-claim-plan-without-statistics.md). Custom and
 // generic plans both, since pgx's cached statements switch to a generic
 // plan after five executions and its exec mode never does.
 func TestClaimPlanWithoutStatistics(t *testing.T) {

@@ -71,7 +71,7 @@ var (
 	// default_query_exec_mode is cache_statement (pgx's default) or
 	// describe_exec: both keep a prepared statement from one round trip
 	// to the next, which the pooler may run in another backend. Use
-	// cache_describe, exec or simple_protocol; see docs/operations.md.
+	// cache_describe, exec or simple_protocol; see docs/guides/poolers.md.
 	ErrPoolerExecMode = errors.New("pgqueue: query exec mode does not work through a connection pooler")
 
 	// ErrMigrateThroughPooler is returned by Migrate, when there is

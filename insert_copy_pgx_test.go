@@ -24,7 +24,7 @@ var (
 // (TestCopyEncodersAgreeOnEdgeValues, FuzzCopyEncoders), and the other
 // side of BenchmarkCopyEncoder. It stays out of the library: it cost 1.6
 // to 2.3 times the client CPU per job for the same end-to-end time
-// (docs/performance.md).
+// (docs/dev/measurements/2026-12-02-burn-down-sustained-enqueue.md).
 func (c *Client) copyStreamPgx(ctx context.Context, sp pgx.Tx, src enqueue.Source, later bool, due map[string]bool) (int64, error) {
 	cols := copyColumns
 	if later {

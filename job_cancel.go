@@ -23,7 +23,7 @@ import (
 // cancelled when its lease expires. A completed, discarded or cancelled
 // job is returned unchanged. ErrJobNotFound when no job has the id.
 //
-// See docs/design.md, "Cancelling a job", for every race and its outcome.
+// See docs/concepts/job-control.md, "Cancelling a job", for every race and its outcome.
 func (c *Client) JobCancel(ctx context.Context, id int64) (*JobRow, error) {
 	if err := ctxError(ctx, "cancel job"); err != nil {
 		return nil, err

@@ -40,8 +40,8 @@ const (
 
 // JobListParams selects and orders the jobs JobList returns. Every filter
 // is optional (the zero value or an empty list does not filter), and a job
-// is listed when it passes all of them. docs/performance.md ("Reading
-// jobs") says which combinations an index serves on a large table.
+// is listed when it passes all of them. docs/guides/reading-jobs.md ("What is
+// index-backed") says which combinations an index serves on a large table.
 type JobListParams struct {
 	// IDs lists only these jobs.
 	IDs []int64

@@ -102,7 +102,7 @@ type QueueInfo struct {
 // states and the rows they name, so QueueList costs in proportion to the
 // backlog, not to the millions of finished jobs a table may hold. That is
 // why finished jobs are neither counted nor make a queue appear: see
-// docs/design.md, "Pausing queues".
+// docs/dev/design.md, "Pausing queues".
 func (c *Client) QueueList(ctx context.Context) ([]*QueueInfo, error) {
 	const op = "list queues"
 	if err := ctxError(ctx, op); err != nil {

@@ -5,7 +5,7 @@
 // marker file.
 //
 // For locks that must hold across hosts, use the PostgreSQL locks of
-// package pglock, or the Redis and etcd modules; docs/locking.md compares
+// package pglock, or the Redis and etcd modules; docs/guides/locking.md compares
 // them.
 //
 // # Lock

@@ -414,7 +414,7 @@ var (
 // clock, the lease was taken over and the new term first acted. With the
 // session every takeover must come before the killed leader's lease
 // expired, by the holder of the election's lock; with the lease alone,
-// only after it expired. The figures of docs/reliability.md:
+// only after it expired. The figures of docs/dev/fault-suite.md:
 //
 //	go test -count=1 -run 'TestLeaderKillFailover$' -v ./integration -args -failover-rounds=5 -failover-ttl=10s
 func TestLeaderKillFailover(t *testing.T) {

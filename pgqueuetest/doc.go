@@ -32,5 +32,5 @@
 //
 // The package is in the core module: it needs nothing the core's own
 // tests do not (pgx and testcontainers-go), and only test binaries link
-// it. See docs/testing.md.
+// it. See docs/guides/testing.md.
 package pgqueuetest

@@ -13,7 +13,7 @@
 // Pages are rendered on the server with html/template, which escapes every
 // value (job args, errors, kinds and tags are data, never markup); assets
 // are embedded; the only script is a small file of the package, allowed by
-// a Content-Security-Policy that forbids inline script. docs/dashboard.md
+// a Content-Security-Policy that forbids inline script. docs/guides/dashboard.md
 // says what each page shows.
 package pgqueueui
 

@@ -21,7 +21,7 @@
 // The lock alone does not stop a holder that paused past its TTL (a GC
 // pause, SIGSTOP, a slow network): fence every write made under it, for
 // instance with pglock.CheckFenceTx in the write's PostgreSQL transaction.
-// There is no Redlock: docs/locking.md says why one Redis and fence tokens
+// There is no Redlock: docs/guides/lock-backends.md says why one Redis and fence tokens
 // checked where the data lives are the safer design.
 //
 // [Locker.Lock] polls, from 10ms doubling up to MaxPollInterval; waiters

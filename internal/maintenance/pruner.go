@@ -60,7 +60,7 @@ func (p *Pruner) Run(ctx context.Context) {
 // are not walked again by every batch. Between two batches it rests as
 // long as the last one took: a backlog is drained at half the speed the
 // server could go, leaving it the CPU and WAL bandwidth for the claims and
-// completions beside it (see docs/performance.md).
+// completions beside it (see docs/dev/measurements/2026-12-03-pruner.md).
 func (p *Pruner) prune(ctx context.Context) (int, error) {
 	total := 0
 	var after time.Time // the year 1: before any job

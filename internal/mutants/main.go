@@ -228,7 +228,7 @@ func run(o options) error {
 		rows = append(rows, r)
 	}
 
-	// The table docs/reliability.md carries.
+	// The table docs/dev/mutants.md carries.
 	fmt.Printf("\n| mutant | file | caught | by |\n|---|---|---|---|\n")
 	for _, r := range rows {
 		by := strings.Join(r.failing, ", ")

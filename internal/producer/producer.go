@@ -288,7 +288,7 @@ func (p *Producer) Run(ctx context.Context) {
 // seen answered. One: the jobs claimed ahead cover a claim's round trip,
 // and claims of a queue run one at a time anyway (sql/claim_lock.sql). A
 // second claim in flight made four processes of 100 workers cost the
-// server a third more per job (docs/performance.md, "Claims one at a
+// server a third more per job (docs/dev/measurements/2026-12-03-round-2.md, "Claims one at a
 // time").
 const maxClaimsInFlight = 1
 

@@ -3,7 +3,7 @@
 // client with --workers workers works them all), run without
 // instrumentation, with empty hooks (a work middleware and an Observer
 // that do nothing), with its metrics (OpenTelemetry SDK and the Prometheus
-// exporter), with metrics and traces sampled as docs/observability.md
+// exporter), with metrics and traces sampled as docs/guides/observability.md
 // recommends (ParentBased(TraceIDRatioBased(--trace-ratio))) and with
 // metrics and every span sampled (AlwaysSample), spans batched to an
 // exporter that drops them, in alternating order, --rounds times. It
