@@ -178,7 +178,7 @@ type faultEnv struct {
 // out twice), creates and migrates a database, and enqueues the jobs.
 func newFaultEnv(t *testing.T, jobs int) *faultEnv {
 	t.Helper()
-	skipInShortMode(t, "fault scenario: runs 4 faultworker processes through the fault for 5-20 s")
+	skipInShortMode(t, "runs 4 faultworker processes through a fault for 5-20 s")
 	began := time.Now()
 	bin := buildBinary(t, "github.com/pgqueue/pgqueue/integration/faultworker")
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)

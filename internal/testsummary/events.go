@@ -13,10 +13,11 @@ import (
 
 // event is one line of `go test -json` (see `go doc test2json`).
 type event struct {
-	Action  string
-	Package string
-	Test    string
-	Output  string
+	Action     string
+	Package    string
+	ImportPath string // of build-output and build-fail: "pkg [pkg.test]"
+	Test       string
+	Output     string
 }
 
 // moduleResult is what one module's run came to.
@@ -26,7 +27,7 @@ type moduleResult struct {
 	err     error // go test's own failure: a build error, a non-zero exit
 
 	passed, skipped int
-	failed          []string // the failed tests, and packages failed outside any test
+	failed          []string // the failed tests, builds, and packages failed outside any test
 	skips           []skip
 }
 
@@ -55,6 +56,8 @@ func parseEvents(r io.Reader, w io.Writer) moduleResult {
 	// A test's output is held until the test ends: shown if it failed,
 	// mined for the reason if it skipped, dropped if it passed.
 	held := map[string][]string{}
+	// Packages whose failure is already named by a test or a build.
+	named := map[string]bool{}
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 0, 64*1024), 16*1024*1024)
 	for sc.Scan() {
@@ -69,13 +72,20 @@ func parseEvents(r io.Reader, w io.Writer) moduleResult {
 		case e.Action == "build-output":
 			fmt.Fprint(w, e.Output)
 		case e.Action == "build-fail":
-			res.failed = append(res.failed, e.Package+" (build)")
+			pkg, _, _ := strings.Cut(e.ImportPath, " ")
+			named[pkg] = true
+			res.failed = append(res.failed, pkg+" (build)")
 		case e.Test == "" && e.Action == "output":
 			if packageLineShown(e.Output) {
 				fmt.Fprint(w, e.Output)
 			}
 		case e.Test == "" && e.Action == "fail":
-			res.failed = append(res.failed, e.Package)
+			if !named[e.Package] { // a panic outside a test, TestMain, a timeout
+				res.failed = append(res.failed, e.Package)
+			}
+		case e.Test == "":
+			// A package's pass, or its skip for having no tests: its
+			// tests are counted one by one.
 		case e.Action == "output":
 			held[key] = append(held[key], e.Output)
 		case e.Action == "pass":
@@ -83,6 +93,7 @@ func parseEvents(r io.Reader, w io.Writer) moduleResult {
 			delete(held, key)
 		case e.Action == "fail":
 			res.failed = append(res.failed, testName(e))
+			named[e.Package] = true
 			fmt.Fprint(w, strings.Join(held[key], ""))
 			delete(held, key)
 		case e.Action == "skip":

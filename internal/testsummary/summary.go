@@ -30,7 +30,7 @@ func printSummary(w io.Writer, results []moduleResult) (failed bool) {
 		}
 	}
 	if lines := skipLines(results); len(lines) > 0 {
-		fmt.Fprintln(w, "skipped:")
+		fmt.Fprintln(w, "skipped tests (module: tests: reason):")
 		for _, l := range lines {
 			fmt.Fprintln(w, "  "+l)
 		}
@@ -40,8 +40,8 @@ func printSummary(w io.Writer, results []moduleResult) (failed bool) {
 }
 
 // skipLines says per module which tests skipped and why, one line per
-// reason: "redislock: redislock.TestLock, redislock.TestFence skipped:
-// redis-server not found". Past four tests a reason names the first three.
+// reason: "redislock: redislock.TestLock, redislock.TestFence: redis-server
+// not found". Past four tests a reason names the first three.
 func skipLines(results []moduleResult) []string {
 	var lines []string
 	for _, r := range results {
@@ -59,7 +59,7 @@ func skipLines(results []moduleResult) []string {
 			if len(names) > 4 {
 				list = fmt.Sprintf("%s and %d more", strings.Join(names[:3], ", "), len(names)-3)
 			}
-			lines = append(lines, fmt.Sprintf("%s: %s skipped: %s", r.dir, list, reason))
+			lines = append(lines, fmt.Sprintf("%s: %s: %s", r.dir, list, reason))
 		}
 	}
 	return lines

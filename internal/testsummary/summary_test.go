@@ -28,6 +28,11 @@ const stream = `go: downloading example.com/x v1.0.0
 {"Action":"output","Package":"example.com/m/redislock","Output":"FAIL\texample.com/m/redislock\t0.01s\n"}
 {"Action":"fail","Package":"example.com/m/redislock","Elapsed":0.01}
 {"Action":"output","Package":"example.com/m/empty","Output":"?   \texample.com/m/empty\t[no test files]\n"}
+{"Action":"skip","Package":"example.com/m/empty","Elapsed":0}
+{"ImportPath":"example.com/m/broken [example.com/m/broken.test]","Action":"build-output","Output":"./x.go:2:14: syntax error\n"}
+{"ImportPath":"example.com/m/broken [example.com/m/broken.test]","Action":"build-fail"}
+{"Action":"fail","Package":"example.com/m/broken","Elapsed":0}
+{"Action":"pass","Package":"example.com/m/other","Elapsed":0}
 `
 
 func TestParseEvents(t *testing.T) {
@@ -36,14 +41,14 @@ func TestParseEvents(t *testing.T) {
 	if res.passed != 1 || res.skipped != 1 {
 		t.Errorf("passed %d, skipped %d; want 1 and 1", res.passed, res.skipped)
 	}
-	if got := strings.Join(res.failed, ","); got != "redislock.TestBroken/Sub,example.com/m/redislock" {
+	if got := strings.Join(res.failed, ","); got != "redislock.TestBroken/Sub,example.com/m/broken (build)" {
 		t.Errorf("failed %q", got)
 	}
 	if len(res.skips) != 1 || res.skips[0] != (skip{"redislock.TestServer", "redis-server not found"}) {
 		t.Errorf("skips %+v", res.skips)
 	}
 	shown := out.String()
-	for _, want := range []string{"go: downloading", "got 1, want 2", "FAIL\texample.com/m/redislock"} {
+	for _, want := range []string{"go: downloading", "got 1, want 2", "syntax error", "FAIL\texample.com/m/redislock"} {
 		if !strings.Contains(shown, want) {
 			t.Errorf("output lacks %q:\n%s", want, shown)
 		}
@@ -85,8 +90,8 @@ func TestPrintSummary(t *testing.T) {
 	}
 	for _, want := range []string{
 		"PASS  .        ", "SKIP  redislock", "FAIL  etcdlock", "failed: etcdlock.TestX",
-		"redislock: a.TestA, a.TestB, a.TestC and 2 more skipped: no server",
-		"redislock: a.TestF skipped: -short",
+		"redislock: a.TestA, a.TestB, a.TestC and 2 more: no server",
+		"redislock: a.TestF: -short",
 		"3 modules: 1 PASS, 1 FAIL, 1 SKIP",
 	} {
 		if !strings.Contains(out.String(), want) {
