@@ -55,12 +55,7 @@ type faultEffectArgs struct {
 func (faultEffectArgs) Kind() string { return "effect" }
 
 // faultJobs is how many jobs a scenario runs.
-func faultJobs() int {
-	if testing.Short() {
-		return 500
-	}
-	return 2000
-}
+func faultJobs() int { return 2000 }
 
 // faultSchema is created in every scenario's database after the migrations:
 // what the workers write, and an audit of every fence a job was given.
@@ -183,6 +178,7 @@ type faultEnv struct {
 // out twice), creates and migrates a database, and enqueues the jobs.
 func newFaultEnv(t *testing.T, jobs int) *faultEnv {
 	t.Helper()
+	skipInShortMode(t, "runs 4 faultworker processes through a fault for 5-20 s")
 	began := time.Now()
 	bin := buildBinary(t, "github.com/pgqueue/pgqueue/integration/faultworker")
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)

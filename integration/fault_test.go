@@ -16,8 +16,8 @@ import (
 	"github.com/pgqueue/pgqueue"
 )
 
-// Fault scenarios: each runs a few thousand jobs (500 with -short) on a
-// private server through four faultworker processes, injects one kind of
+// Fault scenarios: each runs a few thousand jobs on a private server
+// through four faultworker processes (skipped with -short), injects one kind of
 // fault, and once every job is final checks in SQL that no job was lost, no
 // effect happened twice and no stale write got through (see faultInvariants).
 // Each prints one FAULT line of faultFigures.

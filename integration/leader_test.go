@@ -112,6 +112,7 @@ var leaderChecks = []lockCheck{
 // ends with it, and a follower takes over before its lease expires; the
 // paused one's session lives on, and the lease's expiry replaces it.
 func TestLeaderProcesses(t *testing.T) {
+	skipInShortMode(t, "runs 4 electing processes through a kill and a pause for about 10 s")
 	const (
 		procs = 4
 		ttl   = 2 * time.Second

@@ -160,7 +160,7 @@ func (e *periodicEnv) lines(query string, args ...any) []string {
 
 // TestPeriodicProcesses runs three processes with the same periodic job
 // every second, kills the leader with SIGKILL twice during the window (two
-// minutes; 30 seconds with -short) and starts a fresh process after each
+// minutes; skipped with -short) and starts a fresh process after each
 // kill, then checks that every instant of the window was enqueued exactly
 // once, each by the leader of the moment, and that no two runs were
 // enqueued further apart than the leader TTL plus one period (and the
@@ -174,10 +174,8 @@ func TestPeriodicProcesses(t *testing.T) {
 		job    = "tick"
 		poll   = 50 * time.Millisecond
 	)
+	skipInShortMode(t, "runs 3 periodicworker processes for 2 min, killing the leader twice")
 	window := 2 * time.Minute
-	if testing.Short() {
-		window = 30 * time.Second
-	}
 	args := []string{"-job", job, "-period", period.String(), "-lease", ttl.String(), "-poll", poll.String()}
 	e := newPeriodicEnv(t)
 	began := time.Now()

@@ -299,6 +299,7 @@ var singletonChecks = []lockCheck{
 // terminated backends, and checks that no two runs of one key overlapped
 // and no job was lost.
 func TestSingletonProcesses(t *testing.T) {
+	skipInShortMode(t, "runs 8 worker processes per lock mode through a kill, a pause and terminated backends for about 20 s")
 	for _, mode := range []string{"xact", "session"} {
 		t.Run(mode, func(t *testing.T) { runSingletonScenario(t, mode) })
 	}

@@ -24,7 +24,10 @@ Enqueues a batch of jobs over three queues (emails, reports, default) with
 priorities 0 to 3 and works them with one client, showing the jobs by state
 as they move, then a summary read back from the database. About 10% of the
 jobs are scheduled 1-5 s ahead, about 10% fail once or twice before they
-succeed, and 1% fail every time and end discarded after 3 attempts.
+succeed, and 1% fail every time and end discarded after 3 attempts. The
+summary gives the throughput over the jobs due at once; the scheduled ones
+are reported apart. The library's log (warnings of the planned failures)
+goes to a file in the temporary directory, counted at the end.
 
 Without a database URL the demo starts a throwaway PostgreSQL server from
 the local binaries (initdb, postgres) and removes it at the end. With one,
@@ -74,7 +77,7 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return parseFailed("demo", demoUsage, err, stdout, stderr)
 	}
-	if err := demo(ctx, a, stdout, stderr); err != nil {
+	if err := demo(ctx, a, stdout); err != nil {
 		fmt.Fprintln(stderr, err)
 		return exitError
 	}
@@ -88,7 +91,7 @@ var demoQueues = map[string]pgqueue.QueueConfig{
 	pgqueue.QueueDefault: {MaxWorkers: 10},
 }
 
-func demo(ctx context.Context, a demoArgs, stdout, stderr io.Writer) (err error) {
+func demo(ctx context.Context, a demoArgs, stdout io.Writer) (err error) {
 	connString, release, err := demoServer(ctx, a.databaseURL, stdout)
 	if err != nil {
 		return err
@@ -117,7 +120,13 @@ func demo(ctx context.Context, a demoArgs, stdout, stderr io.Writer) (err error)
 	if err := prepareDemoSchema(ctx, pool, q, a.schema, stdout); err != nil {
 		return err
 	}
-	client, err := newDemoClient(pool, a.schema, stderr)
+	libLog, err := newDemoLog()
+	if err != nil {
+		return err
+	}
+	// Said last, after the summary or the error, whichever ends the run.
+	defer func() { err = errors.Join(err, libLog.close(stdout)) }()
+	client, err := newDemoClient(pool, a.schema, libLog.logger())
 	if err != nil {
 		return err
 	}
@@ -195,8 +204,6 @@ func prepareDemoSchema(ctx context.Context, pool *pgxpool.Pool, q *demoQueries, 
 
 // demoJob is the args of every demo job.
 type demoJob struct {
-	// N numbers the job within the run.
-	N int `json:"n"`
 	// Fail is how many attempts fail before one succeeds; -1: all of them.
 	Fail int `json:"fail,omitempty"`
 }
@@ -210,12 +217,12 @@ func workDemoJob(ctx context.Context, job *pgqueue.Job[demoJob]) error {
 		return ctx.Err()
 	}
 	if fail := job.Args.Fail; fail < 0 || job.Attempt <= fail {
-		return fmt.Errorf("demo job %d fails attempt %d, as planned", job.Args.N, job.Attempt)
+		return fmt.Errorf("job %d fails attempt %d, as planned", job.ID, job.Attempt)
 	}
 	return nil
 }
 
-func newDemoClient(pool *pgxpool.Pool, schema string, stderr io.Writer) (*pgqueue.Client, error) {
+func newDemoClient(pool *pgxpool.Pool, schema string, logger *slog.Logger) (*pgqueue.Client, error) {
 	workers := pgqueue.NewWorkers()
 	if err := pgqueue.AddWorkerFunc(workers, workDemoJob, nil); err != nil {
 		return nil, err
@@ -228,14 +235,14 @@ func newDemoClient(pool *pgxpool.Pool, schema string, stderr io.Writer) (*pgqueu
 		RetryPolicy:       pgqueue.ExponentialBackoff{Base: 50 * time.Millisecond, Max: 500 * time.Millisecond},
 		FetchPollInterval: 100 * time.Millisecond,
 		SchedulerInterval: 250 * time.Millisecond,
-		// Failed attempts are the demo's point; only trouble is worth a line.
-		Logger: slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
+		Logger:            logger,
 	})
 }
 
 // demoParams returns n jobs: every tenth fails once or twice, every tenth
-// (another one) is scheduled 1-5 s ahead, and every hundredth always fails
-// and has 3 attempts. Queue and priority are drawn at random.
+// (another one) is scheduled 1-5 s ahead and tagged demoScheduledTag, and
+// every hundredth always fails and has 3 attempts. Queue and priority are
+// drawn at random.
 func demoParams(n int) []pgqueue.EnqueueManyParams {
 	queues := make([]string, 0, len(demoQueues))
 	for q := range demoQueues {
@@ -244,7 +251,7 @@ func demoParams(n int) []pgqueue.EnqueueManyParams {
 	now := time.Now()
 	params := make([]pgqueue.EnqueueManyParams, n)
 	for i := range params {
-		job := demoJob{N: i}
+		var job demoJob
 		opts := &pgqueue.EnqueueOpts{
 			Queue:    queues[rand.IntN(len(queues))],
 			Priority: int16(rand.IntN(4)),
@@ -254,6 +261,7 @@ func demoParams(n int) []pgqueue.EnqueueManyParams {
 			job.Fail = 1 + i/10%2
 		case i%10 == 2:
 			opts.RunAt = now.Add(time.Second + rand.N(4*time.Second))
+			opts.Tags = []string{demoScheduledTag}
 		case i%100 == 99:
 			job.Fail = -1
 			opts.MaxAttempts = 3
@@ -262,6 +270,10 @@ func demoParams(n int) []pgqueue.EnqueueManyParams {
 	}
 	return params
 }
+
+// demoScheduledTag marks the jobs scheduled ahead, for the summary to
+// report them apart from the jobs due at once.
+const demoScheduledTag = "scheduled-ahead"
 
 // enqueueAndWatch enqueues the demo's jobs and shows their progress until
 // none is left to run, or the timeout or an interrupt ends the wait. It
@@ -369,14 +381,22 @@ func progressLine(counts map[pgqueue.JobState]int64, elapsed time.Duration) stri
 		}
 		fmt.Fprintf(&b, "  %s %5d", s, counts[s])
 	}
-	fmt.Fprintf(&b, "  %6.0f jobs/s", float64(counts[pgqueue.StateCompleted])/elapsed.Seconds())
+	// No rate here: once the jobs due at once are done, the scheduled
+	// ones would drag it down; the summary gives it.
 	return b.String()
 }
 
-// printSummary reports the run as the database recorded it.
+// printSummary reports the run as the database recorded it. The
+// throughput is over the jobs due at once, from the enqueue to the last of
+// them finished: the scheduled ones wait on their time, not on the workers.
 func printSummary(ctx context.Context, pool *pgxpool.Pool, q *demoQueries, elapsed time.Duration, stdout io.Writer) error {
-	var completed, retried, discarded, attempts int64
-	err := pool.QueryRow(ctx, q.summary).Scan(&completed, &retried, &discarded, &attempts)
+	var (
+		completed, retried, discarded, attempts int64
+		due, ahead                              int64
+		dueSecs, aheadSecs                      float64
+	)
+	err := pool.QueryRow(ctx, q.summary, demoScheduledTag).Scan(&completed, &retried, &discarded, &attempts,
+		&due, &dueSecs, &ahead, &aheadSecs)
 	if err != nil {
 		return fmt.Errorf("summary: %w", err)
 	}
@@ -386,7 +406,12 @@ func printSummary(ctx context.Context, pool *pgxpool.Pool, q *demoQueries, elaps
   discarded  %d
   attempts   %d
   elapsed    %s
-  jobs/s     %.0f
-`, completed, retried, discarded, attempts, elapsed.Round(time.Millisecond), float64(completed)/elapsed.Seconds())
+`, completed, retried, discarded, attempts, elapsed.Round(time.Millisecond))
+	if due > 0 && dueSecs > 0 {
+		fmt.Fprintf(stdout, "  due at once: %d jobs, finished %.2fs after the enqueue: %.0f jobs/s\n", due, dueSecs, float64(due)/dueSecs)
+	}
+	if ahead > 0 {
+		fmt.Fprintf(stdout, "  scheduled 1-5 s ahead: %d jobs, the last finished %.2fs after the enqueue\n", ahead, aheadSecs)
+	}
 	return nil
 }

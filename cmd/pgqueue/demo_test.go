@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"maps"
+	"os"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -39,7 +41,7 @@ func TestDemo(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := earlier.Enqueue(t.Context(), demoJob{N: 1}, nil); err != nil {
+		if _, err := earlier.Enqueue(t.Context(), demoJob{}, nil); err != nil {
 			t.Fatal(err)
 		}
 
@@ -58,10 +60,43 @@ func TestDemo(t *testing.T) {
 			t.Errorf("jobs by state %v, want %v", counts, want)
 		}
 		for _, line := range []string{"summary:", "completed  495", "retried    50", "discarded  5",
-			`deleting 1 jobs left in "pgqueue_demo"."jobs" by an earlier demo run that did not finish`} {
+			`deleting 1 jobs left in "pgqueue_demo"."jobs" by an earlier demo run that did not finish`,
+			// Every tenth job is scheduled ahead, apart from the throughput.
+			"due at once: 450 jobs, finished ", "scheduled 1-5 s ahead: 50 jobs, the last finished ",
+			// Each discarded job is a warning, counted, not printed.
+			"library log: 5 records at warn level or above, in ",
+			"       5  WARN  pgqueue: job failed; discarded"} {
 			if !strings.Contains(stdout, line) {
 				t.Errorf("output does not contain %q:\n%s", line, stdout)
 			}
+		}
+		if stderr != "" {
+			t.Errorf("stderr: %s", stderr)
+		}
+		// The progress table: nothing but progress lines between the
+		// enqueue and the summary.
+		table := stdout[strings.Index(stdout, "enqueued 500 jobs"):strings.Index(stdout, "summary:")]
+		for _, line := range strings.Split(strings.TrimSpace(table), "\n")[1:] {
+			if !progressRow.MatchString(line) {
+				t.Errorf("not a progress line: %q", line)
+			}
+		}
+		// The log names the jobs by their database id, as the error does.
+		logPath := regexp.MustCompile(`in (\S+\.log):`).FindStringSubmatch(stdout)
+		if logPath == nil {
+			t.Fatalf("no log file in:\n%s", stdout)
+		}
+		logged, err := os.ReadFile(logPath[1])
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range regexp.MustCompile(`job=(\d+) .*err="job (\d+) fails attempt 3, as planned"`).FindAllStringSubmatch(string(logged), -1) {
+			if m[1] != m[2] {
+				t.Errorf("log line names job %s, its error job %s", m[1], m[2])
+			}
+		}
+		if n := strings.Count(string(logged), "as planned"); n != 5 {
+			t.Errorf("%d failures in the log, want 5:\n%s", n, logged)
 		}
 	})
 
@@ -116,7 +151,7 @@ func TestDemo(t *testing.T) {
 		ctx, cancel := context.WithCancel(t.Context())
 		defer cancel()
 		// Interrupted once the jobs are in and being worked.
-		stdout := &cancelOnOutput{want: "jobs/s", cancel: cancel}
+		stdout := &cancelOnOutput{want: "running", cancel: cancel}
 		var stderr bytes.Buffer
 		code := run(ctx, []string{"demo", "--jobs", "500", "--database-url", url}, stdout, &stderr)
 		if code != exitError || !strings.Contains(stderr.String(), "interrupted") {
@@ -131,6 +166,9 @@ func TestDemo(t *testing.T) {
 		}
 	})
 }
+
+// progressRow is a line of the demo's progress table.
+var progressRow = regexp.MustCompile(`^ *\d+\.\ds  scheduled +\d+  available +\d+  running +\d+  completed +\d+  discarded +\d+$`)
 
 // cancelOnOutput collects output and calls cancel once it contains want.
 type cancelOnOutput struct {

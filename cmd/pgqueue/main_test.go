@@ -14,8 +14,16 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	// No set-up: the demo migrates its own schema.
+	// No set-up: the demo migrates its own schema. Its log files go to a
+	// directory of the run's, removed at the end.
+	dir, err := os.MkdirTemp("", "pgqueue-cmd-test-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	demoLogDir = dir
 	code := pgtest.Main(m, nil)
+	os.RemoveAll(dir)
 	if code == 0 {
 		if err := goleak.Find(); err != nil {
 			fmt.Fprintln(os.Stderr, "goroutine leak:", err)

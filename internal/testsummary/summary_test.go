@@ -1,0 +1,101 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"strings"
+	"testing"
+)
+
+// stream is a go test -json run: a pass, a skip with its message, a failure
+// with its log, a subtest, and package lines.
+const stream = `go: downloading example.com/x v1.0.0
+{"Action":"start","Package":"example.com/m/redislock"}
+{"Action":"run","Package":"example.com/m/redislock","Test":"TestOK"}
+{"Action":"output","Package":"example.com/m/redislock","Test":"TestOK","Output":"=== RUN   TestOK\n"}
+{"Action":"output","Package":"example.com/m/redislock","Test":"TestOK","Output":"    ok_test.go:9: a log line of a passing test\n"}
+{"Action":"pass","Package":"example.com/m/redislock","Test":"TestOK","Elapsed":0}
+{"Action":"run","Package":"example.com/m/redislock","Test":"TestServer"}
+{"Action":"output","Package":"example.com/m/redislock","Test":"TestServer","Output":"=== RUN   TestServer\n"}
+{"Action":"output","Package":"example.com/m/redislock","Test":"TestServer","Output":"    server_test.go:30: redis-server not found\n"}
+{"Action":"output","Package":"example.com/m/redislock","Test":"TestServer","Output":"--- SKIP: TestServer (0.00s)\n"}
+{"Action":"skip","Package":"example.com/m/redislock","Test":"TestServer","Elapsed":0}
+{"Action":"run","Package":"example.com/m/redislock","Test":"TestBroken/Sub"}
+{"Action":"output","Package":"example.com/m/redislock","Test":"TestBroken/Sub","Output":"    broken_test.go:12: got 1, want 2\n"}
+{"Action":"output","Package":"example.com/m/redislock","Test":"TestBroken/Sub","Output":"--- FAIL: TestBroken/Sub (0.00s)\n"}
+{"Action":"fail","Package":"example.com/m/redislock","Test":"TestBroken/Sub","Elapsed":0}
+{"Action":"output","Package":"example.com/m/redislock","Output":"PASS\n"}
+{"Action":"output","Package":"example.com/m/redislock","Output":"FAIL\texample.com/m/redislock\t0.01s\n"}
+{"Action":"fail","Package":"example.com/m/redislock","Elapsed":0.01}
+{"Action":"output","Package":"example.com/m/empty","Output":"?   \texample.com/m/empty\t[no test files]\n"}
+{"Action":"skip","Package":"example.com/m/empty","Elapsed":0}
+{"ImportPath":"example.com/m/broken [example.com/m/broken.test]","Action":"build-output","Output":"./x.go:2:14: syntax error\n"}
+{"ImportPath":"example.com/m/broken [example.com/m/broken.test]","Action":"build-fail"}
+{"Action":"fail","Package":"example.com/m/broken","Elapsed":0}
+{"Action":"pass","Package":"example.com/m/other","Elapsed":0}
+`
+
+func TestParseEvents(t *testing.T) {
+	var out bytes.Buffer
+	res := parseEvents(strings.NewReader(stream), &out)
+	if res.passed != 1 || res.skipped != 1 {
+		t.Errorf("passed %d, skipped %d; want 1 and 1", res.passed, res.skipped)
+	}
+	if got := strings.Join(res.failed, ","); got != "redislock.TestBroken/Sub,example.com/m/broken (build)" {
+		t.Errorf("failed %q", got)
+	}
+	if len(res.skips) != 1 || res.skips[0] != (skip{"redislock.TestServer", "redis-server not found"}) {
+		t.Errorf("skips %+v", res.skips)
+	}
+	shown := out.String()
+	for _, want := range []string{"go: downloading", "got 1, want 2", "syntax error", "FAIL\texample.com/m/redislock"} {
+		if !strings.Contains(shown, want) {
+			t.Errorf("output lacks %q:\n%s", want, shown)
+		}
+	}
+	for _, hidden := range []string{"a log line of a passing test", "no test files", "PASS\n"} {
+		if strings.Contains(shown, hidden) {
+			t.Errorf("output shows %q:\n%s", hidden, shown)
+		}
+	}
+}
+
+func TestStatus(t *testing.T) {
+	for _, c := range []struct {
+		r    moduleResult
+		want string
+	}{
+		{moduleResult{passed: 3, skipped: 1}, "PASS"},
+		{moduleResult{skipped: 2}, "SKIP"},
+		{moduleResult{passed: 3, failed: []string{"x.TestA"}}, "FAIL"},
+		{moduleResult{passed: 3, err: errors.New("exit status 1")}, "FAIL"},
+	} {
+		if got := c.r.status(); got != c.want {
+			t.Errorf("%+v: status %s, want %s", c.r, got, c.want)
+		}
+	}
+}
+
+func TestPrintSummary(t *testing.T) {
+	skips := []skip{{"a.TestA", "no server"}, {"a.TestB", "no server"}, {"a.TestC", "no server"},
+		{"a.TestD", "no server"}, {"a.TestE", "no server"}, {"a.TestF", "-short"}}
+	results := []moduleResult{
+		{dir: ".", passed: 10},
+		{dir: "redislock", skipped: 6, skips: skips},
+		{dir: "etcdlock", passed: 1, failed: []string{"etcdlock.TestX"}},
+	}
+	var out bytes.Buffer
+	if !printSummary(&out, results) {
+		t.Error("a failed module: want failed")
+	}
+	for _, want := range []string{
+		"PASS  .        ", "SKIP  redislock", "FAIL  etcdlock", "failed: etcdlock.TestX",
+		"redislock: a.TestA, a.TestB, a.TestC and 2 more: no server",
+		"redislock: a.TestF: -short",
+		"3 modules: 1 PASS, 1 FAIL, 1 SKIP",
+	} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("summary lacks %q:\n%s", want, out.String())
+		}
+	}
+}
