@@ -432,7 +432,7 @@ func TestJobCancelStoppedHolder(t *testing.T) {
 	auditUpdates(t, pool)
 
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), childEnv+"=cancelholder", childDBEnv+"="+pool.Config().ConnString())
+	cmd.Env = append(os.Environ(), childEnv+"=cancelholder", childDBEnv+"="+childConnString(t, pool, 1))
 	cmd.Stderr = os.Stderr
 	must(t, cmd.Start())
 	t.Cleanup(func() {
