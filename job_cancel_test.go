@@ -1,9 +1,11 @@
 package pgqueue_test
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"strings"
@@ -434,13 +436,17 @@ func TestJobCancelStoppedHolder(t *testing.T) {
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), childEnv+"=cancelholder", childDBEnv+"="+childConnString(t, pool, 1))
 	cmd.Stderr = os.Stderr
+	handling := holderHandling(t, cmd)
 	must(t, cmd.Start())
 	t.Cleanup(func() {
 		_ = cmd.Process.Signal(syscall.SIGCONT)
 		_ = cmd.Process.Kill()
 		_ = cmd.Wait()
 	})
-	s := waitState(t, pool, row.ID, "running")
+	// Not the row's running state: a claimed job may wait in the holder
+	// for a worker and, held up past its lease, be handed back.
+	handling()
+	s := readJob(t, pool, row.ID)
 	holderFence := *s.fence
 	must(t, cmd.Process.Signal(syscall.SIGSTOP))
 	// A statement the holder sent before it stopped still runs: wait for
@@ -501,6 +507,7 @@ func cancelHolderChild(ctx context.Context, pool *pgxpool.Pool) error {
 	ws := pgqueue.NewWorkers()
 	finished := make(chan error, 1)
 	if err := pgqueue.AddWorkerFunc(ws, func(ctx context.Context, job *pgqueue.Job[noteArgs]) error {
+		fmt.Println(holderHandlingLine)
 		<-ctx.Done()
 		finished <- context.Cause(ctx)
 		return context.Cause(ctx)
@@ -558,13 +565,15 @@ func TestJobCancelResultInFlight(t *testing.T) {
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), childEnv+"=cancelholder", childDBEnv+"="+childConnString(t, pool, 1))
 	cmd.Stderr = os.Stderr
+	handling := holderHandling(t, cmd)
 	must(t, cmd.Start())
 	t.Cleanup(func() {
 		_ = cmd.Process.Signal(syscall.SIGCONT)
 		_ = cmd.Process.Kill()
 		_ = cmd.Wait()
 	})
-	holderFence := *waitState(t, pool, row.ID, "running").fence
+	handling()
+	holderFence := *readJob(t, pool, row.ID).fence
 
 	// Block the holder's heartbeats and, once its lease ran out, its
 	// result, on the job's row.
@@ -588,5 +597,35 @@ func TestJobCancelResultInFlight(t *testing.T) {
 	s := waitState(t, pool, row.ID, "cancelled")
 	if *s.fence != holderFence {
 		t.Fatalf("fence %d, want the stopped holder's %d: its result in flight ended the job", *s.fence, holderFence)
+	}
+}
+
+// holderHandlingLine is what the holder child prints once its handler runs.
+const holderHandlingLine = "cancelholder: handling"
+
+// holderHandling returns a function that waits until the holder child cmd,
+// not started yet, says its handler runs.
+func holderHandling(t *testing.T, cmd *exec.Cmd) func() {
+	t.Helper()
+	out, err := cmd.StdoutPipe()
+	must(t, err)
+	said := make(chan struct{})
+	go func() {
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			if sc.Text() == holderHandlingLine {
+				close(said)
+				break
+			}
+		}
+		_, _ = io.Copy(io.Discard, out)
+	}()
+	return func() {
+		t.Helper()
+		select {
+		case <-said:
+		case <-time.After(30 * time.Second):
+			t.Fatal("timed out waiting for the holder's handler to run")
+		}
 	}
 }
