@@ -3,9 +3,14 @@ package pgqueue_test
 import (
 	"context"
 	"fmt"
+	"net/url"
 	"os"
+	"strconv"
+	"testing"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/pgqueue/pgqueue/internal/pgtest"
 )
 
 // Tests that need several processes start the test binary again with
@@ -40,7 +45,8 @@ func runChild() (code int, ok bool) {
 		fmt.Fprintln(os.Stderr, err)
 		return 1, true
 	}
-	cfg.MaxConns = 16
+	// The parent sizes the pool (pool_max_conns): its children share
+	// its test's connections.
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -52,4 +58,20 @@ func runChild() (code int, ok bool) {
 		return 1, true
 	}
 	return 0, true
+}
+
+// childConnString is pool's connection string for one of procs child
+// processes of a test, with the pool size (pool_max_conns) that keeps the
+// test within its share of connections, the parent's pool counted as one.
+func childConnString(t testing.TB, pool *pgxpool.Pool, procs int) string {
+	t.Helper()
+	conns := max(2, pgtest.TestConns()/(procs+1))
+	u, err := url.Parse(pool.Config().ConnString())
+	if err != nil || u.Scheme == "" {
+		t.Fatalf("child connection string: want a URL, have %q", pool.Config().ConnString())
+	}
+	q := u.Query()
+	q.Set("pool_max_conns", strconv.Itoa(conns))
+	u.RawQuery = q.Encode()
+	return u.String()
 }

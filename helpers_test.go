@@ -59,7 +59,7 @@ func newPool(t testing.TB) *pgxpool.Pool {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg.MaxConns = 20
+	cfg.MaxConns = int32(pgtest.TestConns())
 	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)

@@ -1,9 +1,11 @@
 package pgqueue_test
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"strings"
@@ -432,17 +434,35 @@ func TestJobCancelStoppedHolder(t *testing.T) {
 	auditUpdates(t, pool)
 
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), childEnv+"=cancelholder", childDBEnv+"="+pool.Config().ConnString())
+	cmd.Env = append(os.Environ(), childEnv+"=cancelholder", childDBEnv+"="+childConnString(t, pool, 1))
 	cmd.Stderr = os.Stderr
+	handling := holderHandling(t, cmd)
 	must(t, cmd.Start())
 	t.Cleanup(func() {
 		_ = cmd.Process.Signal(syscall.SIGCONT)
 		_ = cmd.Process.Kill()
 		_ = cmd.Wait()
 	})
-	s := waitState(t, pool, row.ID, "running")
+	// Not the row's running state: a claimed job may wait in the holder
+	// for a worker and, held up past its lease, be handed back.
+	handling()
+	s := readJob(t, pool, row.ID)
 	holderFence := *s.fence
 	must(t, cmd.Process.Signal(syscall.SIGSTOP))
+	// A statement the holder sent before it stopped still runs: wait for
+	// it, then check the holder still holds the job. Were its result in
+	// flight (its lease run out by its own clock, see
+	// TestJobCancelResultInFlight), it would land after JobCancel and end
+	// the job cancelled under the old fence.
+	waitFor(t, "the stopped holder's statements to end", func() bool {
+		var n int
+		must(t, pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
+			WHERE datname = current_database() AND state = 'active' AND pid <> pg_backend_pid()`).Scan(&n))
+		return n == 0
+	})
+	if s := readJob(t, pool, row.ID); s.state != "running" || *s.fence != holderFence {
+		t.Fatalf("the holder wrote before it stopped (its lease lost by its own clock?): state %s fence %d", s.state, *s.fence)
+	}
 
 	job, err := c.JobCancel(ctx, row.ID)
 	must(t, err)
@@ -487,11 +507,25 @@ func cancelHolderChild(ctx context.Context, pool *pgxpool.Pool) error {
 	ws := pgqueue.NewWorkers()
 	finished := make(chan error, 1)
 	if err := pgqueue.AddWorkerFunc(ws, func(ctx context.Context, job *pgqueue.Job[noteArgs]) error {
+		fmt.Println(holderHandlingLine)
 		<-ctx.Done()
 		finished <- context.Cause(ctx)
 		return context.Cause(ctx)
 	}, &pgqueue.WorkerOpts{Timeout: -1}); err != nil {
 		return err
+	}
+	// Open the pool's connections now: on a server out of connections
+	// the heartbeat would fail to open one and the lease run out.
+	conns := make([]*pgxpool.Conn, 0, pool.Config().MaxConns)
+	for range pool.Config().MaxConns {
+		conn, err := pool.Acquire(ctx)
+		if err != nil {
+			return err
+		}
+		conns = append(conns, conn)
+	}
+	for _, conn := range conns {
+		conn.Release()
 	}
 	c, err := pgqueue.New(pool, &pgqueue.Config{Workers: ws, JobLease: 2 * time.Second,
 		Queues: map[string]pgqueue.QueueConfig{pgqueue.QueueDefault: {MaxWorkers: 1}}})
@@ -509,4 +543,89 @@ func cancelHolderChild(ctx context.Context, pool *pgxpool.Pool) error {
 		return fmt.Errorf("handler cancelled with %v", cause)
 	}
 	return nil
+}
+
+// TestJobCancelResultInFlight forces the interleaving behind a holder that
+// seemed to write its cancellation while SIGSTOPped: its lease ran out by
+// its own clock (its heartbeats blocked, here on a row lock; in a full run
+// on a shared server, on "too many clients"), its handler returned
+// ErrJobLeaseLost, and its result was on its way to the server when it
+// stopped. JobCancel commits first; the result then lands under the
+// holder's fence, which no rescue has replaced, and ends the job
+// cancelled as requested: the product is right, and a stopped holder can
+// still have a statement in flight.
+func TestJobCancelResultInFlight(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := newPool(t)
+	c := newClient(t, pool, nil)
+	row, err := c.Enqueue(ctx, noteArgs{}, nil)
+	must(t, err)
+
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), childEnv+"=cancelholder", childDBEnv+"="+childConnString(t, pool, 1))
+	cmd.Stderr = os.Stderr
+	handling := holderHandling(t, cmd)
+	must(t, cmd.Start())
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGCONT)
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+	})
+	handling()
+	holderFence := *readJob(t, pool, row.ID).fence
+
+	// Block the holder's heartbeats and, once its lease ran out, its
+	// result, on the job's row.
+	tx, err := pool.Begin(ctx)
+	must(t, err)
+	defer func() { _ = tx.Rollback(ctx) }()
+	_, err = tx.Exec(ctx, "SELECT 1 FROM pgqueue.jobs WHERE id = $1 FOR UPDATE", row.ID)
+	must(t, err)
+	waitFor(t, "the holder's result to wait on the row", func() bool {
+		var n int
+		must(t, pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
+			WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE '-- finish:%'`).Scan(&n))
+		return n == 1
+	})
+	must(t, cmd.Process.Signal(syscall.SIGSTOP))
+	// JobCancel's write to a running job, committed before the result.
+	_, err = tx.Exec(ctx, "UPDATE pgqueue.jobs SET cancel_requested_at = now() WHERE id = $1", row.ID)
+	must(t, err)
+	must(t, tx.Commit(ctx))
+
+	s := waitState(t, pool, row.ID, "cancelled")
+	if *s.fence != holderFence {
+		t.Fatalf("fence %d, want the stopped holder's %d: its result in flight ended the job", *s.fence, holderFence)
+	}
+}
+
+// holderHandlingLine is what the holder child prints once its handler runs.
+const holderHandlingLine = "cancelholder: handling"
+
+// holderHandling returns a function that waits until the holder child cmd,
+// not started yet, says its handler runs.
+func holderHandling(t *testing.T, cmd *exec.Cmd) func() {
+	t.Helper()
+	out, err := cmd.StdoutPipe()
+	must(t, err)
+	said := make(chan struct{})
+	go func() {
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			if sc.Text() == holderHandlingLine {
+				close(said)
+				break
+			}
+		}
+		_, _ = io.Copy(io.Discard, out)
+	}()
+	return func() {
+		t.Helper()
+		select {
+		case <-said:
+		case <-time.After(30 * time.Second):
+			t.Fatal("timed out waiting for the holder's handler to run")
+		}
+	}
 }

@@ -6,10 +6,10 @@ import (
 	"fmt"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/pgqueue/pgqueue"
@@ -160,20 +160,25 @@ func TestPruner(t *testing.T) {
 		// while both run. Waits to extend the table are left out: any
 		// insert or update may make them, and a delete never does.
 		watchCtx, stopWatch := context.WithCancel(ctx)
-		var waits atomic.Int64
+		// Each wait seen is kept with its lock and statement, so that a
+		// failure says which.
+		var waits []string
 		watched := make(chan struct{})
 		go func() {
 			defer close(watched)
 			for watchCtx.Err() == nil {
-				var n int64
-				err := pool.QueryRow(watchCtx, `SELECT count(*) FROM pg_stat_activity
+				rows, err := pool.Query(watchCtx, `SELECT wait_event || ' lock, by: ' || left(query, 40) FROM pg_stat_activity
 					WHERE datname = current_database() AND wait_event_type = 'Lock' AND wait_event <> 'extend'
-					  AND query LIKE '%SKIP LOCKED%'`).Scan(&n)
+					  AND query LIKE '%SKIP LOCKED%'`)
+				if err == nil {
+					var seen []string
+					seen, err = pgx.CollectRows(rows, pgx.RowTo[string])
+					waits = append(waits, seen...)
+				}
 				if err != nil && watchCtx.Err() == nil {
 					t.Errorf("watch: %v", err)
 					return
 				}
-				waits.Add(n)
 				time.Sleep(2 * time.Millisecond)
 			}
 		}()
@@ -206,8 +211,8 @@ func TestPruner(t *testing.T) {
 		if completions != producers*each || jobs != producers*each {
 			t.Fatalf("%d completions of %d jobs, want %d of %d", completions, jobs, producers*each, producers*each)
 		}
-		if n := waits.Load(); n != 0 {
-			t.Fatalf("claim, prune, schedule or rescue statements were seen waiting on a lock %d times", n)
+		if len(waits) != 0 {
+			t.Fatalf("claim, prune, schedule or rescue statements were seen waiting on a lock %d times: %q", len(waits), waits)
 		}
 	})
 

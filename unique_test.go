@@ -287,7 +287,7 @@ func TestUniqueAcrossProcesses(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			cmd := exec.Command(os.Args[0], "-test.run=^$")
-			cmd.Env = append(os.Environ(), childEnv+"=unique", childDBEnv+"="+pool.Config().ConnString(), "PGQUEUE_CHILD_NAME="+strconv.Itoa(p))
+			cmd.Env = append(os.Environ(), childEnv+"=unique", childDBEnv+"="+childConnString(t, pool, procs), "PGQUEUE_CHILD_NAME="+strconv.Itoa(p))
 			if out, err := cmd.CombinedOutput(); err != nil {
 				errs <- fmt.Errorf("child %d: %v\n%s", p, err, out)
 			}

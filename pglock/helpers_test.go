@@ -18,7 +18,7 @@ func newPool(t testing.TB) *pgxpool.Pool {
 	t.Helper()
 	cfg, err := pgxpool.ParseConfig(pgtest.DB().NewDatabase(t))
 	must(t, err)
-	cfg.MaxConns = 20
+	cfg.MaxConns = int32(pgtest.TestConns())
 	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
 	must(t, err)
 	t.Cleanup(pool.Close)

@@ -2,9 +2,10 @@ package pgtest
 
 import "os"
 
-// harnessEnv are the variables Start consults: DATABASE_URL, PATH (for
-// the local binaries) and Docker's for testcontainers.
-var harnessEnv = []string{"DATABASE_URL", "PATH", "DOCKER_HOST", "TESTCONTAINERS_HOST_OVERRIDE", "TESTCONTAINERS_RYUK_DISABLED"}
+// harnessEnv are the variables Main consults: DATABASE_URL, PATH (for
+// the local binaries), Docker's for testcontainers, and the connection
+// budget.
+var harnessEnv = []string{"DATABASE_URL", "PATH", "DOCKER_HOST", "TESTCONTAINERS_HOST_OVERRIDE", "TESTCONTAINERS_RYUK_DISABLED", MaxConnsEnv}
 
 // recordEnv reads the variables Start consulted again, from inside
 // m.Run. Go's test cache keys a cached result on the variables the test

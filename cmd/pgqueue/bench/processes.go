@@ -233,9 +233,17 @@ func BurnDownProcesses(ctx context.Context, cfg *Config, command ChildCommand) (
 	}); err != nil {
 		return Result{}, err
 	}
+	if beforeServerRead != nil {
+		beforeServerRead()
+	}
 	usage.ServerMeasured, usage.ServerCPU, usage.Background = server.read(ctx)
 	return Result{Mode: fmt.Sprintf("%dx%d", n, cfg.Workers), Jobs: sum.Load(), Elapsed: elapsed, Usage: usage}, nil
 }
+
+// beforeServerRead, when a test sets it, runs between the children's
+// results and the read of their backends' CPU: the window in which a child
+// that closed its pool on its own lost its backends' CPU.
+var beforeServerRead func()
 
 // lockedWriter serialises writes to w.
 type lockedWriter struct {
@@ -329,6 +337,11 @@ func RunChild(ctx context.Context, args []string, databaseURL string, in io.Read
 	}
 	if err := say(childResult + string(b)); err != nil {
 		return err
+	}
+	// Keep the pool's backends until the parent's end (stdin closed): the
+	// parent reads their CPU after every result, and a backend that exited
+	// before that read would lose what it used since the sample before.
+	for lines.Scan() {
 	}
 	return stopErr
 }

@@ -21,9 +21,40 @@ const clockTicks = 100
 // should).
 const sampleEvery = 200 * time.Millisecond
 
-// procCPU reads the CPU time (utime + stime) of process pid from /proc,
-// and its parent's pid.
+// procCPU reads the CPU time of process pid from /proc, and its parent's
+// pid. The time is schedstat's, in nanoseconds, where the kernel has it:
+// stat's utime + stime are truncated to whole ticks (10 ms) per process,
+// so a backend that used 3 ms reads 0 or 10 ms, and a short run's dozen
+// backends often read no CPU at all.
 func procCPU(pid int) (cpu time.Duration, ppid int, ok bool) {
+	cpu, ppid, ok = procStatCPU(pid)
+	if !ok {
+		return 0, 0, false
+	}
+	if ns, ok := procSchedCPU(pid); ok {
+		cpu = ns
+	}
+	return cpu, ppid, true
+}
+
+// procSchedCPU reads the first field of /proc/<pid>/schedstat: the time
+// the process ran, in nanoseconds.
+func procSchedCPU(pid int) (time.Duration, bool) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/schedstat")
+	if err != nil {
+		return 0, false
+	}
+	f := bytes.Fields(b)
+	if len(f) == 0 {
+		return 0, false
+	}
+	ns, err := strconv.ParseInt(string(f[0]), 10, 64)
+	return time.Duration(ns), err == nil
+}
+
+// procStatCPU reads utime + stime and the parent's pid from
+// /proc/<pid>/stat.
+func procStatCPU(pid int) (cpu time.Duration, ppid int, ok bool) {
 	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
 	if err != nil {
 		return 0, 0, false
@@ -67,6 +98,7 @@ type serverCPU struct {
 	ok         bool                  // the server's processes are readable here
 	base, last map[int]time.Duration // by pid: at mark, and at the last sample
 	ours       map[int]bool          // the run's backends; the rest is background
+	ended      map[int]bool          // the run's backends read by the last sample
 	postmaster int
 
 	quit     chan struct{}
@@ -104,7 +136,7 @@ func (s *serverCPU) mark() {
 		return
 	}
 	s.mu.Lock()
-	s.base, s.last, s.ours = map[int]time.Duration{}, map[int]time.Duration{}, map[int]bool{}
+	s.base, s.last, s.ours, s.ended = map[int]time.Duration{}, map[int]time.Duration{}, map[int]bool{}, map[int]bool{}
 	s.mu.Unlock()
 	s.sample(context.Background(), true)
 	s.quit, s.done = make(chan struct{}), make(chan struct{})
@@ -146,10 +178,14 @@ func (s *serverCPU) sample(ctx context.Context, mark bool) {
 	rows.Close()
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	clear(s.ended)
 	for _, p := range procs {
 		cpu, ppid, ok := procCPU(p.pid)
 		if !ok {
 			continue
+		}
+		if p.ours {
+			s.ended[p.pid] = true
 		}
 		if s.postmaster == 0 && !p.ours {
 			// The background processes' parent: the postmaster, which
@@ -176,7 +212,10 @@ func (s *serverCPU) update(pid int, cpu time.Duration, ours, mark bool) {
 }
 
 // read ends the sampling and returns the run's backends' CPU and the
-// background processes' CPU since mark.
+// background processes' CPU since mark. It reports not measured (ok false)
+// when the server's processes cannot be read from here, or when one of the
+// run's backends was gone by the final sample: the CPU it used since the
+// sample before is lost, and the sum would be short by an unknown amount.
 func (s *serverCPU) read(ctx context.Context) (ok bool, ours, background time.Duration) {
 	if !s.ok {
 		return false, 0, 0
@@ -185,6 +224,11 @@ func (s *serverCPU) read(ctx context.Context) (ok bool, ours, background time.Du
 	s.sample(ctx, false)
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	for pid, o := range s.ours {
+		if o && !s.ended[pid] {
+			return false, 0, 0
+		}
+	}
 	for pid, cpu := range s.last {
 		d := cpu - s.base[pid]
 		if s.ours[pid] {

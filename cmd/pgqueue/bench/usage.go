@@ -22,12 +22,12 @@ type Usage struct {
 	// process, or the sum of the child processes' with Processes.
 	ClientCPU time.Duration
 	// ServerMeasured says whether the server's processes could be read
-	// (/proc of a server on this machine); if not, ServerCPU and
-	// Background are zero.
+	// (/proc of a server on this machine) and every backend of the run was
+	// still there at the end; if not, ServerCPU and Background are zero.
 	ServerMeasured bool
 	// ServerCPU is the CPU time of the server backends that served the
 	// run's connections (found by their application_name in
-	// pg_stat_activity, read from /proc/<pid>/stat).
+	// pg_stat_activity, read from /proc/<pid>/schedstat, or stat).
 	ServerCPU time.Duration
 	// Background is the CPU time, meanwhile, of the server's processes
 	// that are not client backends: postmaster, walwriter, checkpointer,

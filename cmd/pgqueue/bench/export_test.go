@@ -1,0 +1,9 @@
+package bench
+
+// SetBeforeServerRead sets the hook BurnDownProcesses runs between the
+// children's results and the read of their backends' CPU, until the test
+// ends.
+func SetBeforeServerRead(cleanup func(func()), hook func()) {
+	beforeServerRead = hook
+	cleanup(func() { beforeServerRead = nil })
+}
