@@ -433,16 +433,7 @@ func TestJobCancelStoppedHolder(t *testing.T) {
 	must(t, err)
 	auditUpdates(t, pool)
 
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), childEnv+"=cancelholder", childDBEnv+"="+childConnString(t, pool, 1))
-	cmd.Stderr = os.Stderr
-	handling := holderHandling(t, cmd)
-	must(t, cmd.Start())
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGCONT)
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-	})
+	cmd, handling := startCancelHolder(t, pool)
 	// Not the row's running state: a claimed job may wait in the holder
 	// for a worker and, held up past its lease, be handed back.
 	handling()
@@ -562,16 +553,7 @@ func TestJobCancelResultInFlight(t *testing.T) {
 	row, err := c.Enqueue(ctx, noteArgs{}, nil)
 	must(t, err)
 
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), childEnv+"=cancelholder", childDBEnv+"="+childConnString(t, pool, 1))
-	cmd.Stderr = os.Stderr
-	handling := holderHandling(t, cmd)
-	must(t, cmd.Start())
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGCONT)
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-	})
+	cmd, handling := startCancelHolder(t, pool)
 	handling()
 	holderFence := *readJob(t, pool, row.ID).fence
 
@@ -602,6 +584,24 @@ func TestJobCancelResultInFlight(t *testing.T) {
 
 // holderHandlingLine is what the holder child prints once its handler runs.
 const holderHandlingLine = "cancelholder: handling"
+
+// startCancelHolder starts a child process that claims the job and runs
+// its handler until cancelled (childEnv "cancelholder"), killed when the
+// test ends; handling waits until the handler runs.
+func startCancelHolder(t *testing.T, pool *pgxpool.Pool) (cmd *exec.Cmd, handling func()) {
+	t.Helper()
+	cmd = exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), childEnv+"=cancelholder", childDBEnv+"="+childConnString(t, pool, 1))
+	cmd.Stderr = os.Stderr
+	handling = holderHandling(t, cmd)
+	must(t, cmd.Start())
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGCONT)
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+	})
+	return cmd, handling
+}
 
 // holderHandling returns a function that waits until the holder child cmd,
 // not started yet, says its handler runs.
