@@ -11,7 +11,7 @@
 // job ([JobArgs], [EnqueueOpts]) and insert it with a NOTIFY on the schema's
 // channel, in one round trip and in the caller's transaction when there
 // is one, so the job and the wake-up exist only if it commits.
-// [Client.EnqueueMany] writes large batches with binary COPY. (insert.go,
+// [Client.EnqueueMany] writes large batches with binary COPY. (enqueue.go,
 // unique.go; the checks, unique keys, COPY and writes in internal/enqueue;
 // the statements in internal/jobsql/sql/.)
 //
