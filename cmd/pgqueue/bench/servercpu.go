@@ -98,7 +98,6 @@ type serverCPU struct {
 	ok         bool                  // the server's processes are readable here
 	base, last map[int]time.Duration // by pid: at mark, and at the last sample
 	ours       map[int]bool          // the run's backends; the rest is background
-	ended      map[int]bool          // the run's backends read by the last sample
 	postmaster int
 
 	quit     chan struct{}
@@ -136,7 +135,7 @@ func (s *serverCPU) mark() {
 		return
 	}
 	s.mu.Lock()
-	s.base, s.last, s.ours, s.ended = map[int]time.Duration{}, map[int]time.Duration{}, map[int]bool{}, map[int]bool{}
+	s.base, s.last, s.ours = map[int]time.Duration{}, map[int]time.Duration{}, map[int]bool{}
 	s.mu.Unlock()
 	s.sample(context.Background(), true)
 	s.quit, s.done = make(chan struct{}), make(chan struct{})
@@ -178,14 +177,10 @@ func (s *serverCPU) sample(ctx context.Context, mark bool) {
 	rows.Close()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	clear(s.ended)
 	for _, p := range procs {
 		cpu, ppid, ok := procCPU(p.pid)
 		if !ok {
 			continue
-		}
-		if p.ours {
-			s.ended[p.pid] = true
 		}
 		if s.postmaster == 0 && !p.ours {
 			// The background processes' parent: the postmaster, which
@@ -213,9 +208,11 @@ func (s *serverCPU) update(pid int, cpu time.Duration, ours, mark bool) {
 
 // read ends the sampling and returns the run's backends' CPU and the
 // background processes' CPU since mark. It reports not measured (ok false)
-// when the server's processes cannot be read from here, or when one of the
-// run's backends was gone by the final sample: the CPU it used since the
-// sample before is lost, and the sum would be short by an unknown amount.
+// when the server's processes cannot be read from here. A backend of the
+// run that was gone by the final sample counts with its last sample: the
+// clients' listen and session connections close at Stop, before the final
+// read, and each such backend loses at most sampleEvery of its CPU (the
+// run's pools, which do the work, stay open until read).
 func (s *serverCPU) read(ctx context.Context) (ok bool, ours, background time.Duration) {
 	if !s.ok {
 		return false, 0, 0
@@ -224,11 +221,6 @@ func (s *serverCPU) read(ctx context.Context) (ok bool, ours, background time.Du
 	s.sample(ctx, false)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for pid, o := range s.ours {
-		if o && !s.ended[pid] {
-			return false, 0, 0
-		}
-	}
 	for pid, cpu := range s.last {
 		d := cpu - s.base[pid]
 		if s.ours[pid] {
