@@ -229,22 +229,19 @@ func (c *Client) Start(ctx context.Context) error {
 			return err
 		}
 	}
-	var rescued func(RescuedJob)
-	if cfg.Observer != nil {
-		rescued = cfg.Observer.Rescued
-	}
 	leader := &maintenance.Leader{
 		Elector: elector,
 		Log:     c.log,
 		Scheduler: &maintenance.Scheduler{Pool: c.pool, Q: c.q, Log: c.log, Base: base, Channel: c.channel,
 			Interval: cfg.SchedulerInterval, Wake: c.wake},
-		Rescuer: &maintenance.Rescuer{Pool: c.pool, Q: c.q, Log: c.log, Rescued: rescued, ClientID: cfg.ID, Base: base, Retry: cfg.RetryPolicy,
+		Rescuer: &maintenance.Rescuer{Pool: c.pool, Q: c.q, Log: c.log, Rescued: cfg.Observer.Rescued, ClientID: cfg.ID, Base: base, Retry: cfg.RetryPolicy,
 			Interval: cfg.RescueInterval, BeforeWrite: c.testHooks.beforeRescueWrite},
 		Pruner: &maintenance.Pruner{Pool: c.pool, Q: c.q, Log: c.log, Interval: cfg.PruneInterval,
 			Completed: cfg.CompletedJobRetention, Cancelled: cfg.CancelledJobRetention, Discarded: cfg.DiscardedJobRetention},
 		Periodic: c.periodicEnqueuer(base),
 	}
-	if obs := cfg.Observer; obs != nil && obs.Queues != nil {
+	// withDefaults leaves Observer never nil.
+	if obs := cfg.Observer; obs.Queues != nil {
 		leader.ReportQueues = func(ctx context.Context) error {
 			qs, err := c.QueueList(ctx)
 			if err == nil {
