@@ -107,3 +107,39 @@ func Heartbeat(ctx context.Context, c *Client, jobs []*JobRow) (lost, cancelled 
 	}
 	return lost, cancelled, nil
 }
+
+// HeartbeatHarness holds jobs in a registry as a started client's
+// heartbeater does, so a test can order a heartbeat against the end of a
+// job's handler.
+type HeartbeatHarness struct {
+	active  *executor.ActiveJobs
+	h       *executor.Heartbeater
+	jobs    map[int64]*executor.ActiveJob
+	Refused []int64 // jobs whose heartbeat write was refused
+}
+
+// NewHeartbeatHarness registers jobs as running under c's settings.
+func NewHeartbeatHarness(ctx context.Context, c *Client, jobs []*JobRow) *HeartbeatHarness {
+	x := &HeartbeatHarness{active: executor.NewActiveJobs(), jobs: map[int64]*executor.ActiveJob{}}
+	for _, j := range jobs {
+		x.jobs[j.ID] = x.active.Add(j, func(error) {}, time.Now(), c.config.JobLease)
+	}
+	x.h = executor.NewHeartbeater(executor.HeartbeaterConfig{Pool: c.pool, Queries: c.q, Active: x.active, Log: c.log,
+		Base: ctx, Interval: c.config.HeartbeatInterval, JobLease: c.config.JobLease,
+		WriteRefused: func(job *JobRow, _ FencedWrite) { x.Refused = append(x.Refused, job.ID) }})
+	return x
+}
+
+// Read takes the jobs a heartbeat renews, as its first step does.
+func (x *HeartbeatHarness) Read() []*executor.ActiveJob { return x.active.Snapshot() }
+
+// Beat renews the jobs read, as the heartbeat's statement and verdict do.
+func (x *HeartbeatHarness) Beat(read []*executor.ActiveJob) error { return x.h.Heartbeat(read) }
+
+// HandlerReturned does what the executor does when id's handler returns,
+// and reports whether the result is dropped (a heartbeat found the claim
+// gone first).
+func (x *HeartbeatHarness) HandlerReturned(id int64) (dropped bool) { return x.jobs[id].Finish() }
+
+// Lost reports whether a heartbeat found id's claim gone.
+func (x *HeartbeatHarness) Lost(id int64) bool { return x.jobs[id].Lost() }

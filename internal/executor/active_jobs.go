@@ -21,9 +21,14 @@ type ActiveJob struct {
 	leaseEnd atomic.Int64
 	// expired is set by the sweep that cancelled the job.
 	expired atomic.Bool
-	// lost is set when a heartbeat found the claim gone: the job's result
-	// is not written, it would be refused anyway.
-	lost atomic.Bool
+	// end is who ended the attempt first: a heartbeat that found the
+	// claim gone (endLost: the result is not written, it would be refused)
+	// or the executor once the handler returned (endFinished: the fenced
+	// result write decides, and says so if the claim was in fact gone). One
+	// compare-and-swap decides, so a lost lease is reported exactly once,
+	// and a heartbeat that reads the row after the job's result landed is
+	// never taken for a loss.
+	end atomic.Int32
 	// completedInTx is set by CompleteTx; the executor then checks whether
 	// that transaction committed instead of completing the job again.
 	completedInTx atomic.Bool
@@ -51,8 +56,25 @@ func (j *ActiveJob) Row() *pgqueuetype.JobRow { return j.row }
 // transaction committed instead of completing the job again.
 func (j *ActiveJob) MarkCompletedInTx() { j.completedInTx.Store(true) }
 
+const (
+	endRunning int32 = iota
+	endLost
+	endFinished
+)
+
 // Lost reports whether a heartbeat found the claim gone.
-func (j *ActiveJob) Lost() bool { return j.lost.Load() }
+func (j *ActiveJob) Lost() bool { return j.end.Load() == endLost }
+
+// markLost records that a heartbeat found the claim gone, unless the
+// handler returned first; it reports whether it did.
+func (j *ActiveJob) markLost() bool { return j.end.CompareAndSwap(endRunning, endLost) }
+
+// Finish records that the handler returned and reports whether a
+// heartbeat had found the claim gone before: the result is then dropped.
+// Otherwise the result is written and its fence decides.
+func (j *ActiveJob) Finish() (lost bool) {
+	return !j.end.CompareAndSwap(endRunning, endFinished) && j.end.Load() == endLost
+}
 
 // CancelRequested reports whether JobCancel's request reached the job.
 func (j *ActiveJob) CancelRequested() bool { return j.cancelRequested.Load() }

@@ -186,6 +186,7 @@ func (e *Executor) Execute(cj *ClaimedJob) {
 	}
 	cancelTimeout()
 	e.active.remove(job)
+	lost := job.Finish()
 
 	switch {
 	case job.completedInTx.Load() && e.outcomes.Landed(row):
@@ -193,7 +194,7 @@ func (e *Executor) Execute(cj *ClaimedJob) {
 		if f := e.obs.ResultRecorded; f != nil {
 			f(row, pgqueuetype.OutcomeCompleted)
 		}
-	case job.lost.Load():
+	case lost:
 		// A heartbeat found the claim gone, and warned: a write would be
 		// refused. Debug only, so one lost lease is one warning.
 		e.log.Debug("pgqueue: job result dropped, lease lost", "job", row.ID, "kind", row.Kind, "fence", row.Fence, "err", err)

@@ -160,7 +160,11 @@ func (h *Heartbeater) Heartbeat(jobs []*ActiveJob) error {
 		if j.completedInTx.Load() {
 			continue // completed by the handler's own transaction
 		}
-		j.lost.Store(true)
+		if !j.markLost() {
+			// The handler returned first, maybe before this statement read
+			// the row: the result's fenced write decides.
+			continue
+		}
 		j.cancel(pgqueuetype.ErrJobLeaseLost)
 		h.log.Warn("pgqueue: lease lost", "job", j.row.ID, "kind", j.row.Kind, "fence", j.row.Fence,
 			"queue", j.row.Queue, "attempt", j.row.Attempt)
