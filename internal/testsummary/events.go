@@ -18,6 +18,7 @@ type event struct {
 	ImportPath string // of build-output and build-fail: "pkg [pkg.test]"
 	Test       string
 	Output     string
+	Elapsed    float64 // seconds, on pass, fail and skip
 }
 
 // moduleResult is what one module's run came to.
@@ -29,6 +30,14 @@ type moduleResult struct {
 	passed, skipped int
 	failed          []string // the failed tests, builds, and packages failed outside any test
 	skips           []skip
+	tops            []timed // top-level tests that passed or failed, with how long each took
+}
+
+// timed is a top-level test and how long it ran (for a parallel test,
+// from its start to its end, paused time included).
+type timed struct {
+	test    string
+	elapsed time.Duration
 }
 
 // skip is a test that called t.Skip, and the message it gave.
@@ -91,7 +100,9 @@ func parseEvents(r io.Reader, w io.Writer) moduleResult {
 		case e.Action == "pass":
 			res.passed++
 			delete(held, key)
+			res.noteTop(e)
 		case e.Action == "fail":
+			res.noteTop(e)
 			res.failed = append(res.failed, testName(e))
 			named[e.Package] = true
 			fmt.Fprint(w, strings.Join(held[key], ""))
@@ -106,6 +117,13 @@ func parseEvents(r io.Reader, w io.Writer) moduleResult {
 		res.failed = append(res.failed, "reading go test output: "+err.Error())
 	}
 	return res
+}
+
+// noteTop keeps the duration of a top-level test.
+func (r *moduleResult) noteTop(e event) {
+	if !strings.Contains(e.Test, "/") {
+		r.tops = append(r.tops, timed{test: testName(e), elapsed: time.Duration(e.Elapsed * float64(time.Second))})
+	}
 }
 
 // packageLineShown reports whether a package-level line is one plain

@@ -1,11 +1,17 @@
 package main
 
 import (
+	"cmp"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"time"
 )
+
+// slowestShown is how many of a module's slowest tests the summary names:
+// where the time of a run goes, for whoever wants it shorter.
+const slowestShown = 5
 
 // printSummary writes a line per module, then the tests that skipped
 // grouped by module and reason, then a total; it reports whether any
@@ -27,6 +33,9 @@ func printSummary(w io.Writer, results []moduleResult) (failed bool) {
 		}
 		if len(r.failed) > 0 {
 			fmt.Fprintf(w, "      failed: %s\n", strings.Join(r.failed, ", "))
+		}
+		if s := slowest(r.tops, slowestShown); s != "" {
+			fmt.Fprintf(w, "      slowest: %s\n", s)
 		}
 	}
 	if lines := skipLines(results); len(lines) > 0 {
@@ -63,4 +72,17 @@ func skipLines(results []moduleResult) []string {
 		}
 	}
 	return lines
+}
+
+// slowest names the n longest tests of tops with their durations:
+// "pkg.TestA 42s, pkg.TestB 9s".
+func slowest(tops []timed, n int) string {
+	sorted := slices.SortedFunc(slices.Values(tops), func(a, b timed) int {
+		return cmp.Or(cmp.Compare(b.elapsed, a.elapsed), cmp.Compare(a.test, b.test))
+	})
+	var parts []string
+	for _, t := range sorted[:min(n, len(sorted))] {
+		parts = append(parts, fmt.Sprintf("%s %s", t.test, t.elapsed.Round(100*time.Millisecond)))
+	}
+	return strings.Join(parts, ", ")
 }

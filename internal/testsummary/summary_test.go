@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 )
 
 // stream is a go test -json run: a pass, a skip with its message, a failure
@@ -14,7 +15,7 @@ const stream = `go: downloading example.com/x v1.0.0
 {"Action":"run","Package":"example.com/m/redislock","Test":"TestOK"}
 {"Action":"output","Package":"example.com/m/redislock","Test":"TestOK","Output":"=== RUN   TestOK\n"}
 {"Action":"output","Package":"example.com/m/redislock","Test":"TestOK","Output":"    ok_test.go:9: a log line of a passing test\n"}
-{"Action":"pass","Package":"example.com/m/redislock","Test":"TestOK","Elapsed":0}
+{"Action":"pass","Package":"example.com/m/redislock","Test":"TestOK","Elapsed":2.5}
 {"Action":"run","Package":"example.com/m/redislock","Test":"TestServer"}
 {"Action":"output","Package":"example.com/m/redislock","Test":"TestServer","Output":"=== RUN   TestServer\n"}
 {"Action":"output","Package":"example.com/m/redislock","Test":"TestServer","Output":"    server_test.go:30: redis-server not found\n"}
@@ -46,6 +47,10 @@ func TestParseEvents(t *testing.T) {
 	}
 	if len(res.skips) != 1 || res.skips[0] != (skip{"redislock.TestServer", "redis-server not found"}) {
 		t.Errorf("skips %+v", res.skips)
+	}
+	// A subtest is not a top-level test; a failed top-level one would be.
+	if len(res.tops) != 1 || res.tops[0] != (timed{"redislock.TestOK", 2500 * time.Millisecond}) {
+		t.Errorf("top-level tests timed %+v", res.tops)
 	}
 	shown := out.String()
 	for _, want := range []string{"go: downloading", "got 1, want 2", "syntax error", "FAIL\texample.com/m/redislock"} {
@@ -80,7 +85,7 @@ func TestPrintSummary(t *testing.T) {
 	skips := []skip{{"a.TestA", "no server"}, {"a.TestB", "no server"}, {"a.TestC", "no server"},
 		{"a.TestD", "no server"}, {"a.TestE", "no server"}, {"a.TestF", "-short"}}
 	results := []moduleResult{
-		{dir: ".", passed: 10},
+		{dir: ".", passed: 10, tops: []timed{{"m.TestQuick", time.Second}, {"m.TestSlow", 42 * time.Second}}},
 		{dir: "redislock", skipped: 6, skips: skips},
 		{dir: "etcdlock", passed: 1, failed: []string{"etcdlock.TestX"}},
 	}
@@ -89,7 +94,7 @@ func TestPrintSummary(t *testing.T) {
 		t.Error("a failed module: want failed")
 	}
 	for _, want := range []string{
-		"PASS  .        ", "SKIP  redislock", "FAIL  etcdlock", "failed: etcdlock.TestX",
+		"PASS  .        ", "slowest: m.TestSlow 42s, m.TestQuick 1s", "SKIP  redislock", "FAIL  etcdlock", "failed: etcdlock.TestX",
 		"redislock: a.TestA, a.TestB, a.TestC and 2 more: no server",
 		"redislock: a.TestF: -short",
 		"3 modules: 1 PASS, 1 FAIL, 1 SKIP",
