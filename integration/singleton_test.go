@@ -412,8 +412,8 @@ func runSingletonScenario(t *testing.T, mode string) {
 		}()
 	}()
 
-	// A bound for a stuck run, not a speed check: on a loaded machine a
-	// healthy one took over a minute.
+	// A bound for a stuck run, not a speed check: the run's elapsed time
+	// is in its summary line.
 	e.waitUntil("every job completed", 3*time.Minute, func(ctx context.Context) (bool, error) {
 		n, err := e.pending(ctx)
 		// Go on a second past the resume: the paused process's stale work
