@@ -4,6 +4,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"runtime"
 	"strconv"
 )
 
@@ -14,22 +15,30 @@ import (
 const MaxConnsEnv = "PGQUEUE_TEST_MAX_CONNS"
 
 const (
-	// defaultMaxConns is MaxConns when MaxConnsEnv is unset: two binaries
-	// at once (go test's -p on two cores) stay under 100 connections.
-	defaultMaxConns = 40
+	// ownServerConns is MaxConns when MaxConnsEnv is unset and the binary
+	// started a server of its own.
+	ownServerConns = 40
+	// sharedServerConns is what all the binaries go test runs at once
+	// (-p, GOMAXPROCS by default) hold together on a server they share
+	// (DATABASE_URL) when MaxConnsEnv is unset: each binary takes its share.
+	sharedServerConns = 40
 	// testConns is what one running test's pools and children may hold
 	// at most: the binary runs MaxConns / testConns tests at once.
 	testConns = 20
 )
 
 // MaxConns returns the connection budget of this test binary:
-// PGQUEUE_TEST_MAX_CONNS, or 40.
+// PGQUEUE_TEST_MAX_CONNS; else, on a server shared through DATABASE_URL,
+// 40 split between the binaries go test runs at once (one per
+// GOMAXPROCS, at least 20 each); else 40 on the binary's own server.
 func MaxConns() int {
-	n, err := strconv.Atoi(os.Getenv(MaxConnsEnv))
-	if err != nil || n < 1 {
-		return defaultMaxConns
+	if n, err := strconv.Atoi(os.Getenv(MaxConnsEnv)); err == nil && n >= 1 {
+		return n
 	}
-	return n
+	if os.Getenv("DATABASE_URL") != "" {
+		return max(testConns, sharedServerConns/runtime.GOMAXPROCS(0))
+	}
+	return ownServerConns
 }
 
 // TestConns returns how many connections one running test may hold,
