@@ -160,16 +160,19 @@ func TestPruner(t *testing.T) {
 		// while both run. Waits to extend the table are left out: any
 		// insert or update may make them, and a delete never does.
 		watchCtx, stopWatch := context.WithCancel(ctx)
-		// Each wait seen is kept with its lock and statement, so that a
-		// failure says which.
+		// Each wait seen is kept with its lock, its statement and what it
+		// waits behind, so that a failure says which.
 		var waits []string
 		watched := make(chan struct{})
 		go func() {
 			defer close(watched)
 			for watchCtx.Err() == nil {
-				rows, err := pool.Query(watchCtx, `SELECT wait_event || ' lock, by: ' || left(query, 40) FROM pg_stat_activity
-					WHERE datname = current_database() AND wait_event_type = 'Lock' AND wait_event <> 'extend'
-					  AND query LIKE '%SKIP LOCKED%'`)
+				rows, err := pool.Query(watchCtx, `SELECT a.wait_event || ' lock, by: ' || left(a.query, 40) || ', behind: ' ||
+					       coalesce((SELECT string_agg(b.backend_type || ' ' || b.state || ': ' || left(b.query, 60), '; ')
+					                 FROM pg_stat_activity b WHERE b.pid = ANY (pg_blocking_pids(a.pid))), 'none')
+					FROM pg_stat_activity a
+					WHERE a.datname = current_database() AND a.wait_event_type = 'Lock' AND a.wait_event <> 'extend'
+					  AND a.query LIKE '%SKIP LOCKED%'`)
 				if err == nil {
 					var seen []string
 					seen, err = pgx.CollectRows(rows, pgx.RowTo[string])
