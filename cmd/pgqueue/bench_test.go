@@ -72,6 +72,7 @@ func TestBenchArgs(t *testing.T) {
 // TestBenchBurnDownRaw runs a small burn-down with the raw ceiling through
 // the command and checks its report.
 func TestBenchBurnDownRaw(t *testing.T) {
+	skipInShortMode(t, "a 2,000-job burn-down through pgqueue bench")
 	db := pgtest.DB().NewDatabase(t)
 	var out, errOut bytes.Buffer
 	code := run(context.Background(), []string{"bench", "burn-down", "--raw", "--jobs", "2000", "--workers", "100", "--filler", "500", "--database-url", db}, &out, &errOut)
@@ -100,6 +101,7 @@ func TestBenchBurnDownRaw(t *testing.T) {
 // TestBenchPrune runs the prune mode through the command and checks its
 // report and that the backlog is gone.
 func TestBenchPrune(t *testing.T) {
+	skipInShortMode(t, "a 3,000-row prune through pgqueue bench")
 	db := pgtest.DB().NewDatabase(t)
 	var out, errOut bytes.Buffer
 	code := run(context.Background(), []string{"bench", "prune", "--rows", "3000", "--database-url", db}, &out, &errOut)
@@ -116,6 +118,7 @@ func TestBenchPrune(t *testing.T) {
 // TestBenchLayouts compares two process layouts over two rounds through
 // the command, its child processes this test binary started again.
 func TestBenchLayouts(t *testing.T) {
+	skipInShortMode(t, "two rounds of two process layouts through pgqueue bench")
 	t.Setenv(benchChildEnv, "1")
 	db := pgtest.DB().NewDatabase(t)
 	var out, errOut bytes.Buffer
@@ -137,6 +140,7 @@ func TestBenchLayouts(t *testing.T) {
 // TestBenchSustainedReport runs a short sustained run with pruning through
 // the command and checks the report by interval and the table's state.
 func TestBenchSustainedReport(t *testing.T) {
+	skipInShortMode(t, "a 2 s sustained run through pgqueue bench")
 	db := pgtest.DB().NewDatabase(t)
 	var out, errOut bytes.Buffer
 	code := run(context.Background(), []string{"bench", "sustained", "--rate", "200", "--duration", "2s", "--interval", "1s", "--workers", "20", "--retention", "1h", "--database-url", db}, &out, &errOut)
@@ -153,6 +157,7 @@ func TestBenchSustainedReport(t *testing.T) {
 // TestBenchServer checks the throwaway server's settings: production's
 // durability and autovacuum by default, fsync off only when asked.
 func TestBenchServer(t *testing.T) {
+	skipInShortMode(t, "two throwaway servers of pgqueue bench (initdb each)")
 	for _, tc := range []struct {
 		unsafe bool
 		want   string

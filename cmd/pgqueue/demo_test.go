@@ -31,6 +31,7 @@ func TestDemo(t *testing.T) {
 	}
 
 	t.Run("WorksEveryJob", func(t *testing.T) {
+		skipInShortMode(t, "the demo run whole, 500 jobs")
 		t.Parallel()
 		pool, url := newPool(t)
 		// Left over from an earlier run: the demo must empty its table.

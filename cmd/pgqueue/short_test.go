@@ -1,0 +1,13 @@
+package main
+
+import "testing"
+
+// skipInShortMode skips a test that runs a whole command at size (a
+// benchmark, the demo) under -short, saying what it leaves out: what make
+// test-short trades for its speed.
+func skipInShortMode(t *testing.T, what string) {
+	t.Helper()
+	if testing.Short() {
+		t.Skipf("skipped in -short mode: %s", what)
+	}
+}
