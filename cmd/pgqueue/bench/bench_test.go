@@ -32,6 +32,7 @@ func TestMain(m *testing.M) {
 
 // TestRuns runs each benchmark mode small and checks it worked every job.
 func TestRuns(t *testing.T) {
+	skipInShortMode(t, "every benchmark mode, 3,000 jobs each")
 	ctx := context.Background()
 	pool, err := pgxpool.New(ctx, pgtest.DB().NewDatabase(t))
 	if err != nil {
@@ -172,6 +173,7 @@ func hasStatement(u bench.Usage, name string) bool {
 // test binary, started again) and checks that together they worked every
 // job once.
 func TestBurnDownProcesses(t *testing.T) {
+	skipInShortMode(t, "a burn-down by three child processes")
 	ctx := context.Background()
 	db := pgtest.DB().NewDatabase(t)
 	pool, err := pgxpool.New(ctx, db)

@@ -15,6 +15,7 @@ import (
 // TestPruneRuns runs the prune mode and a sustained run that prunes, small,
 // and checks what each deleted and kept.
 func TestPruneRuns(t *testing.T) {
+	skipInShortMode(t, "the prune mode and a pruning sustained run")
 	ctx := context.Background()
 	pool, err := pgxpool.New(ctx, pgtest.DB().NewDatabase(t))
 	if err != nil {
