@@ -300,6 +300,7 @@ var singletonChecks = []lockCheck{
 // and no job was lost.
 func TestSingletonProcesses(t *testing.T) {
 	skipInShortMode(t, "runs 8 worker processes per lock mode through a kill, a pause and terminated backends for about 20 s")
+	pgtest.NeedConns(t, 64, "8 lockworker processes")
 	for _, mode := range []string{"xact", "session"} {
 		t.Run(mode, func(t *testing.T) { runSingletonScenario(t, mode) })
 	}

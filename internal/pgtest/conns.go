@@ -6,6 +6,7 @@ import (
 	"os"
 	"runtime"
 	"strconv"
+	"testing"
 )
 
 // MaxConnsEnv names the variable that caps the connections one test
@@ -68,4 +69,20 @@ func limitParallel() error {
 		}
 	}
 	return nil
+}
+
+// NeedConns is for a test that holds more connections than TestConns (a
+// fault suite of many worker processes) and so must not run in parallel
+// with others. On a server the binary started itself, sized for that, it
+// runs; on a server shared through DATABASE_URL it skips, saying so,
+// unless the binary's budget (PGQUEUE_TEST_MAX_CONNS) holds n.
+func NeedConns(t testing.TB, n int, what string) {
+	t.Helper()
+	if os.Getenv("DATABASE_URL") == "" {
+		return
+	}
+	if budget := MaxConns(); n > budget {
+		t.Skipf("%s holds about %d connections, over this binary's budget of %d on the shared server: set %s=%d to run it",
+			what, n, budget, MaxConnsEnv, n)
+	}
 }

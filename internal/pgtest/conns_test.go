@@ -26,3 +26,26 @@ func TestMaxConns(t *testing.T) {
 		}
 	}
 }
+
+func TestNeedConns(t *testing.T) {
+	for _, c := range []struct {
+		env, url string
+		runs     bool
+	}{
+		{"", "", true},                        // own server: sized for it
+		{"", "postgres://shared/db", false},   // shared: over the default budget
+		{"70", "postgres://shared/db", true},  // shared, with the budget raised
+		{"30", "postgres://shared/db", false}, // shared, the budget still short
+	} {
+		t.Setenv(MaxConnsEnv, c.env)
+		t.Setenv("DATABASE_URL", c.url)
+		ran := false
+		t.Run("", func(t *testing.T) {
+			NeedConns(t, 64, "eight worker processes")
+			ran = true
+		})
+		if ran != c.runs {
+			t.Errorf("%s=%q DATABASE_URL=%q: ran %v, want %v", MaxConnsEnv, c.env, c.url, ran, c.runs)
+		}
+	}
+}
