@@ -21,7 +21,8 @@
 // .released, .rescued (and state) and pgqueue.writes.refused (and write).
 // Histograms: pgqueue.job.wait (from run_at to the attempt's start, by the
 // database clock), pgqueue.job.duration (and outcome), pgqueue.claim.size
-// and pgqueue.complete.size. Gauges from the maintenance leader only, every
+// and pgqueue.complete.size. A gauge of the jobs this process runs now:
+// pgqueue.jobs.running. Gauges from the maintenance leader only, every
 // pgqueue.Observer.QueuesInterval: pgqueue.queue.jobs (by queue and state:
 // scheduled, available, running), pgqueue.queue.oldest_available_age and
 // pgqueue.queue.paused. They come from Client.QueueList, which counts from
@@ -47,6 +48,7 @@
 // # Prometheus
 //
 // NewPrometheus returns a MeterProvider with the OpenTelemetry Prometheus
-// exporter and the http.Handler of its /metrics; workerkit serves it in
-// place of its own counters when Setup sets Env.MetricsHandler.
+// exporter and the http.Handler of its /metrics. workerkit's /metrics is
+// this handler with this package installed, so a worker on the kit and a
+// program that installs otelpgqueue itself serve the same names.
 package otelpgqueue

@@ -11,7 +11,6 @@ import (
 
 	"github.com/pgqueue/pgqueue"
 	"github.com/pgqueue/pgqueue/otelpgqueue"
-	"github.com/pgqueue/pgqueue/workerkit"
 )
 
 // Install puts the instrumentation in a client's config: its insert and
@@ -48,27 +47,4 @@ func ExampleInstrumentation_Install() {
 	// Output:
 	// 1 1 true
 	// true
-}
-
-// A worker program on workerkit whose /metrics serves the client's
-// OpenTelemetry metrics instead of the kit's own counters.
-func Example_workerkit() {
-	workers := pgqueue.NewWorkers()
-	// pgqueue.AddWorker(workers, ...)
-	opts := &workerkit.Options{
-		Workers: workers,
-		Setup: func(ctx context.Context, env *workerkit.Env) error {
-			mp, handler, err := otelpgqueue.NewPrometheus()
-			if err != nil {
-				return err
-			}
-			inst, err := otelpgqueue.New(&otelpgqueue.Config{MeterProvider: mp})
-			if err != nil {
-				return err
-			}
-			env.MetricsHandler = handler
-			return inst.Install(env.Config)
-		},
-	}
-	_ = opts // in main: workerkit.Main(opts)
 }

@@ -81,6 +81,10 @@ type Instrumentation struct {
 	results                                         [len(resultKinds)]metric.Int64Counter
 	claimSize, writeSize                            metric.Int64Histogram
 
+	// running counts the attempts in the work middleware now, for the
+	// pgqueue.jobs.running gauge.
+	running atomic.Int64
+
 	// attrs and byJob cache the options of each label set, and what an
 	// attempt needs for its queue and kind: building a set (or a span
 	// name) on every job would cost more than the measurement. Plain
@@ -225,6 +229,13 @@ func New(cfg *Config) (*Instrumentation, error) {
 	errs = append(errs, err)
 	paused, err := meter.Int64ObservableGauge("pgqueue.queue.paused",
 		metric.WithDescription("1 when the queue is paused. Reported by the maintenance leader only."))
+	errs = append(errs, err)
+	_, err = meter.Int64ObservableUpDownCounter("pgqueue.jobs.running", metric.WithUnit("{job}"),
+		metric.WithDescription("Jobs this process is running now (in its work middleware)."),
+		metric.WithInt64Callback(func(_ context.Context, o metric.Int64Observer) error {
+			o.Observe(in.running.Load())
+			return nil
+		}))
 	errs = append(errs, err)
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
@@ -438,6 +449,9 @@ func (in *Instrumentation) WorkMiddleware() pgqueue.WorkMiddleware {
 // the stack again for the next job. A burn-down measured that copy at
 // more than the metrics themselves.
 func (in *Instrumentation) work(ctx context.Context, job *pgqueue.JobRow, next func(context.Context) error) error {
+	in.running.Add(1)
+	// Deferred: a panic in an inner middleware passes through here.
+	defer in.running.Add(-1)
 	if in.tracer != nil {
 		if parent, ok := in.offerAttempt(job); ok {
 			return in.workTraced(ctx, parent, job, next)

@@ -3,12 +3,13 @@ package otelpgqueue_test
 import (
 	"context"
 	"io"
-	"net"
+	"math"
 	"net/http"
+	"net/http/httptest"
+	"slices"
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
@@ -16,22 +17,7 @@ import (
 	"github.com/pgqueue/pgqueue"
 	"github.com/pgqueue/pgqueue/otelpgqueue"
 	"github.com/pgqueue/pgqueue/pgqueuetest"
-	"github.com/pgqueue/pgqueue/workerkit"
 )
-
-// freeAddr returns an address of 127.0.0.1 that was free a moment ago.
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	if err := ln.Close(); err != nil {
-		t.Fatal(err)
-	}
-	return addr
-}
 
 // scrape reads and parses /metrics; nil while the listener is not up.
 func scrape(t *testing.T, url string) map[string]*dto.MetricFamily {
@@ -81,95 +67,159 @@ next:
 	return 0, false
 }
 
-// A worker built with workerkit serves the instrumentation's metrics at
-// /metrics through the OpenTelemetry Prometheus exporter; the test
-// scrapes and parses them after the worker worked real jobs.
-func TestWorkerkitServesPrometheus(t *testing.T) {
+// buckets returns the upper bounds and cumulative counts of the
+// histogram sample whose labels include want, +Inf last; ok is false when
+// the family has no such histogram sample.
+func buckets(f *dto.MetricFamily, want map[string]string) (bounds []float64, counts []uint64, ok bool) {
+	if f.GetType() != dto.MetricType_HISTOGRAM {
+		return nil, nil, false
+	}
+next:
+	for _, m := range f.GetMetric() {
+		for _, l := range m.GetLabel() {
+			if v, ok := want[l.GetName()]; ok && v != l.GetValue() {
+				continue next
+			}
+		}
+		h := m.GetHistogram()
+		for _, b := range h.GetBucket() {
+			bounds = append(bounds, b.GetUpperBound())
+			counts = append(counts, b.GetCumulativeCount())
+		}
+		if len(bounds) == 0 || !math.IsInf(bounds[len(bounds)-1], 1) {
+			bounds = append(bounds, math.Inf(1))
+			counts = append(counts, h.GetSampleCount())
+		}
+		return bounds, counts, true
+	}
+	return nil, nil, false
+}
+
+// checkSecondsHistogram checks that a seconds histogram of /metrics has
+// its buckets from a millisecond to an hour, cumulative, and n
+// observations.
+func checkSecondsHistogram(t *testing.T, families map[string]*dto.MetricFamily, name string, want map[string]string, n uint64) {
+	t.Helper()
+	bounds, counts, ok := buckets(families[name], want)
+	if !ok {
+		t.Errorf("%s%v: no histogram sample", name, want)
+		return
+	}
+	wantBounds := []float64{0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900, 3600, math.Inf(1)}
+	if !slices.Equal(bounds, wantBounds) {
+		t.Errorf("%s%v: bucket bounds %v, want %v", name, want, bounds, wantBounds)
+	}
+	if !slices.IsSorted(counts) {
+		t.Errorf("%s%v: bucket counts %v are not cumulative", name, want, counts)
+	}
+	if got := counts[len(counts)-1]; got != n {
+		t.Errorf("%s%v: +Inf bucket %d, want %d", name, want, got, n)
+	}
+}
+
+// The handler of NewPrometheus, on a real HTTP server, serves the
+// instrumentation's metrics in the Prometheus text format: the test
+// works real jobs, scrapes /metrics, parses it with expfmt and checks
+// the histograms' buckets and the leader's backlog gauges.
+func TestPrometheusHistogramsAndBacklog(t *testing.T) {
 	t.Parallel()
-	ctx, cancel := context.WithCancel(t.Context())
-	defer cancel()
-	// The worker connects by itself: a database of the test's own.
-	connString := pgqueuetest.NewDatabase(t)
-	pool, err := pgxpool.New(ctx, connString)
+	ctx := t.Context()
+	pool := pgqueuetest.NewPool(t)
+	mp, handler, err := otelpgqueue.NewPrometheus()
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(pool.Close)
+	t.Cleanup(func() { _ = mp.Shutdown(context.Background()) })
+	inst, err := otelpgqueue.New(&otelpgqueue.Config{MeterProvider: mp})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := &pgqueue.Config{Workers: taskWorkers(t), Queues: map[string]pgqueue.QueueConfig{pgqueue.QueueDefault: {MaxWorkers: 5}}}
+	if err := inst.Install(cfg); err != nil {
+		t.Fatal(err)
+	}
+	cfg.Observer.QueuesInterval = 50 * time.Millisecond
+	// A job due in an hour keeps its queue in the leader's counts.
 	enq, err := pgqueue.New(pool, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	const jobs = 25
-	for range jobs {
-		if _, err := enq.Enqueue(ctx, taskArgs{Mode: "untraced"}, nil); err != nil {
-			t.Fatal(err)
-		}
-	}
-	// A job due in an hour keeps its queue in the leader's counts.
 	if _, err := enq.Enqueue(ctx, taskArgs{Mode: "untraced"}, &pgqueue.EnqueueOpts{Queue: "later", RunAt: time.Now().Add(time.Hour)}); err != nil {
 		t.Fatal(err)
 	}
+	client, err := pgqueue.New(pool, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := client.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = client.Stop(context.Background()) })
+	const jobs = 25
+	for range jobs {
+		if _, err := client.Enqueue(ctx, taskArgs{Mode: "untraced"}, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
 
-	addr := freeAddr(t)
-	done := make(chan int, 1)
-	go func() {
-		done <- workerkit.Run(ctx, &workerkit.Options{
-			Name:    "otel-worker",
-			Workers: taskWorkers(t),
-			Setup: func(ctx context.Context, env *workerkit.Env) error {
-				mp, handler, err := otelpgqueue.NewPrometheus()
-				if err != nil {
-					return err
-				}
-				inst, err := otelpgqueue.New(&otelpgqueue.Config{MeterProvider: mp})
-				if err != nil {
-					return err
-				}
-				if err := inst.Install(env.Config); err != nil {
-					return err
-				}
-				env.Config.Observer.QueuesInterval = 50 * time.Millisecond
-				env.MetricsHandler = handler
-				return nil
-			},
-		}, []string{"--database-url", connString, "--http-addr", addr, "--log-level", "warn"}, io.Discard, io.Discard)
-	}()
+	srv := httptest.NewServer(handler)
+	t.Cleanup(srv.Close)
+	families := awaitScrape(t, srv.URL+"/metrics", func(families map[string]*dto.MetricFamily) bool {
+		done, _ := value(families["pgqueue_jobs_completed_total"], map[string]string{"kind": "task", "queue": "default"})
+		later, _ := value(families["pgqueue_queue_jobs"], map[string]string{"queue": "later", "state": "scheduled"})
+		return done == jobs && later == 1
+	})
+	checkScrape(t, families, jobs)
+}
 
-	url := "http://" + addr + "/metrics"
+// awaitScrape scrapes url until cond holds of the parsed families, and
+// returns them.
+func awaitScrape(t *testing.T, url string, cond func(map[string]*dto.MetricFamily) bool) map[string]*dto.MetricFamily {
+	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
-	var families map[string]*dto.MetricFamily
 	for {
-		families = scrape(t, url)
-		if n, _ := value(families["pgqueue_jobs_completed_total"], map[string]string{"kind": "task", "queue": "default"}); n == jobs {
-			if n, _ := value(families["pgqueue_queue_jobs"], map[string]string{"queue": "later", "state": "scheduled"}); n == 1 {
-				break
-			}
+		families := scrape(t, url)
+		if families != nil && cond(families) {
+			return families
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("/metrics never showed %d completed jobs and the queue gauges: %v", jobs, families)
+			t.Fatalf("/metrics never showed what the test waits for:\n%v", families)
 		}
 		time.Sleep(50 * time.Millisecond) // polling a scrape target
 	}
-	if n, _ := value(families["pgqueue_job_duration_seconds"], map[string]string{"kind": "task", "outcome": "completed"}); n != jobs {
-		t.Errorf("pgqueue_job_duration_seconds count %v, want %d", n, jobs)
+}
+
+// checkScrape checks what a scrape shows once jobs "task" jobs completed
+// in the default queue and one waits in "later".
+func checkScrape(t *testing.T, families map[string]*dto.MetricFamily, jobs uint64) {
+	t.Helper()
+	checkSecondsHistogram(t, families, "pgqueue_job_duration_seconds", map[string]string{"queue": "default", "kind": "task", "outcome": "completed"}, jobs)
+	checkSecondsHistogram(t, families, "pgqueue_job_wait_seconds", map[string]string{"queue": "default", "kind": "task"}, jobs)
+	if f := families["pgqueue_queue_jobs"]; f.GetType() != dto.MetricType_GAUGE {
+		t.Errorf("pgqueue_queue_jobs: type %v, want gauge", f.GetType())
 	}
-	if n, _ := value(families["pgqueue_job_wait_seconds"], map[string]string{"kind": "task"}); n != jobs {
-		t.Errorf("pgqueue_job_wait_seconds count %v, want %d", n, jobs)
+	for _, q := range []struct {
+		queue, state string
+		want         float64
+	}{
+		{"later", "scheduled", 1}, {"later", "available", 0}, {"later", "running", 0},
+	} {
+		if n, ok := value(families["pgqueue_queue_jobs"], map[string]string{"queue": q.queue, "state": q.state}); !ok || n != q.want {
+			t.Errorf("pgqueue_queue_jobs{queue=%q,state=%q} = %v (present %v), want %v", q.queue, q.state, n, ok, q.want)
+		}
+	}
+	for _, name := range []string{"pgqueue_queue_oldest_available_age_seconds", "pgqueue_queue_paused"} {
+		if _, ok := value(families[name], map[string]string{"queue": "later"}); !ok {
+			t.Errorf("no %s{queue=\"later\"}", name)
+		}
+	}
+	if n, ok := value(families["pgqueue_jobs_running"], nil); !ok || n != 0 {
+		t.Errorf("pgqueue_jobs_running = %v (present %v), want 0", n, ok)
 	}
 	if _, ok := value(families["go_goroutines"], nil); !ok {
 		t.Error("no go_goroutines: the runtime collectors are missing")
 	}
 	if f := families["pgqueue_jobs_completed_total"]; f.GetType() != dto.MetricType_COUNTER || f.GetHelp() == "" {
 		t.Errorf("pgqueue_jobs_completed_total: type %v, help %q", f.GetType(), f.GetHelp())
-	}
-
-	cancel()
-	select {
-	case code := <-done:
-		if code != workerkit.ExitOK {
-			t.Errorf("worker exit code %d", code)
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatal("worker did not stop")
 	}
 }

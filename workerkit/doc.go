@@ -34,18 +34,19 @@
 //
 // # Metrics
 //
-// /metrics shows what the kit counts around the client, with no
-// Prometheus library: attempts by kind and outcome
-// (pgqueue_attempts_total, from a work middleware) and their time
-// (pgqueue_attempt_duration_seconds); from the client's Config.Observer,
-// claims, written results, writes refused by a fence and rescues; jobs
-// running in this process, the pool's connections, readiness, and, for
-// the whole schema, each queue's
-// unfinished jobs by state, the age of its oldest available job and its
-// pause, from Client.QueueList read at most every 5 seconds however often
-// it is scraped. The queue figures are the same from every process of a
-// schema: aggregate them with max, not sum.
+// /metrics serves otelpgqueue's instruments through the OpenTelemetry
+// Prometheus exporter (otelpgqueue.NewPrometheus), the same names a
+// program that installs otelpgqueue itself serves: counters of what
+// became of each job, histograms of the queue wait and the run time, the
+// jobs running in this process, and the maintenance leader's backlog
+// gauges per queue and state; beside them the kit's own gauges (readiness,
+// draining, the pool's connections) and the Go runtime's and process's
+// collectors. Env.MeterProvider lets Setup add the program's own
+// instruments; Env.TracerProvider turns on otelpgqueue's spans.
+// docs/guides/observability.md lists every metric with its labels and
+// unit.
 //
-// The package uses only the standard library beside pgqueue and pgx, so
-// it lives in pgqueue's module.
+// The package is a Go module of its own: the OpenTelemetry SDK and the
+// Prometheus client it needs stay out of the builds of programs that use
+// only pgqueue's core.
 package workerkit

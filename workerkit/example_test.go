@@ -7,6 +7,8 @@ import (
 	"log/slog"
 	"time"
 
+	"go.opentelemetry.io/otel/metric"
+
 	"github.com/pgqueue/pgqueue"
 	"github.com/pgqueue/pgqueue/workerkit"
 )
@@ -59,4 +61,29 @@ func Example() {
 	code := workerkit.Run(context.Background(), opts, []string{"--help"}, io.Discard, io.Discard)
 	fmt.Println("exit code", code)
 	// Output: exit code 0
+}
+
+// A program's own instruments, made with Env.MeterProvider in Setup, are
+// served at /metrics beside the kit's. A Setup's Observer is still
+// called, and its QueuesInterval sets how often the maintenance leader
+// reads the queues for the backlog gauges.
+func Example_metrics() {
+	opts := &workerkit.Options{
+		Name:    "mailer",
+		Workers: pgqueue.NewWorkers(),
+		Setup: func(ctx context.Context, env *workerkit.Env) error {
+			sent, err := env.MeterProvider.Meter("mailer").Int64Counter("mailer.emails.sent",
+				metric.WithUnit("{email}"), metric.WithDescription("Emails handed to the provider."))
+			if err != nil {
+				return err
+			}
+			err = pgqueue.AddWorkerFunc(env.Config.Workers, func(ctx context.Context, job *pgqueue.Job[welcomeArgs]) error {
+				sent.Add(ctx, 1) // served as mailer_emails_sent_total
+				return nil
+			}, nil)
+			env.Config.Observer = &pgqueue.Observer{QueuesInterval: 5 * time.Second}
+			return err
+		},
+	}
+	_ = opts // in a program: workerkit.Main(opts)
 }

@@ -22,8 +22,7 @@ func (p *process) handler() http.Handler {
 			(*h).ServeHTTP(w, r)
 			return
 		}
-		w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
-		p.metrics.write(r.Context(), w, p)
+		p.metrics.handler.ServeHTTP(w, r)
 	})
 	return mux
 }

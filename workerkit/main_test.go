@@ -78,5 +78,10 @@ func childMain() {
 		}
 	}, nil)
 	pgqueue.AddWorkerFunc(workers, func(ctx context.Context, job *pgqueue.Job[quickArgs]) error { return nil }, nil)
-	workerkit.Main(&workerkit.Options{Name: "kitworker", Workers: workers})
+	workerkit.Main(&workerkit.Options{Name: "kitworker", Workers: workers, Setup: func(ctx context.Context, env *workerkit.Env) error {
+		// The leader reads the queues for the backlog gauges often
+		// enough for a test to wait for them.
+		env.Config.Observer = &pgqueue.Observer{QueuesInterval: 100 * time.Millisecond}
+		return nil
+	}})
 }

@@ -18,6 +18,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/pgqueue/pgqueue"
 	"github.com/pgqueue/pgqueue/internal/schemaversion"
@@ -72,15 +74,23 @@ type Env struct {
 	Logger *slog.Logger
 	// Config is the client's configuration as the settings made it:
 	// Schema, ID, Queues, JobLease, Logger, and Workers from Options.
-	// After Setup the kit adds its metrics middleware in front of
-	// WorkMiddleware and wraps Observer (a Setup's Observer is still
-	// called), unless Setup set MetricsHandler.
+	// After Setup the kit installs otelpgqueue's instrumentation in front
+	// of EnqueueMiddleware and WorkMiddleware, and chains its Observer
+	// before a Setup's (which is still called, and whose QueuesInterval
+	// sets how often the leader's queue gauges are read), unless Setup
+	// set MetricsHandler.
 	Config *pgqueue.Config
+	// MeterProvider is the provider behind /metrics (the OpenTelemetry
+	// Prometheus exporter): instruments a Setup makes with it are served
+	// beside the kit's.
+	MeterProvider metric.MeterProvider
+	// TracerProvider, if Setup sets it, records the spans of inserts and
+	// attempts (otelpgqueue.Config.TracerProvider). Default nil: no
+	// spans.
+	TracerProvider trace.TracerProvider
 	// MetricsHandler, if Setup sets it, serves /metrics instead of the
-	// kit's own metrics, which are then not recorded at all: the handler
-	// of otelpgqueue.NewPrometheus serves the client's OpenTelemetry
-	// metrics (install otelpgqueue in Config). The kit stays free of the
-	// OpenTelemetry SDK, which only programs that want it link.
+	// kit's metrics, which are then not recorded at all: for a program
+	// that installs otelpgqueue itself, with a provider of its own.
 	MetricsHandler http.Handler
 }
 
@@ -124,7 +134,12 @@ func Run(ctx context.Context, opts *Options, args []string, stdout, stderr io.Wr
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
 	defer signal.Stop(sigs)
 
-	p := &process{name: name, opts: opts, s: s, log: log, metrics: newMetrics()}
+	p := &process{name: name, opts: opts, s: s, log: log}
+	if p.metrics, err = newMetrics(p); err != nil {
+		log.Error(name+": metrics: "+err.Error(), "err", err)
+		return ExitFailed
+	}
+	defer p.metrics.shutdown(context.WithoutCancel(ctx))
 	if err := p.run(ctx, sigs); err != nil {
 		log.Error(name+": "+err.Error(), "err", err)
 		return ExitFailed
@@ -165,7 +180,8 @@ type process struct {
 	s       *Settings
 	log     *slog.Logger
 	metrics *metrics
-	// metricsHandler is Env.MetricsHandler, once Setup set it.
+	// metricsHandler is Env.MetricsHandler, once Setup set it: it
+	// replaces metrics.handler.
 	metricsHandler atomic.Pointer[http.Handler]
 
 	state  atomic.Int32
@@ -346,7 +362,7 @@ func (p *process) start(ctx context.Context) (*pgqueue.Client, *pgxpool.Pool, er
 	for name, n := range p.s.Queues {
 		queues[name] = pgqueue.QueueConfig{MaxWorkers: n}
 	}
-	env := &Env{Settings: p.s, Pool: pool, Logger: p.log, Config: &pgqueue.Config{
+	env := &Env{Settings: p.s, Pool: pool, Logger: p.log, MeterProvider: p.metrics.provider, Config: &pgqueue.Config{
 		Schema: p.s.Schema, ID: p.s.ID, Queues: queues, JobLease: p.s.JobLease,
 		Workers: p.opts.Workers, Logger: p.log,
 	}}
@@ -363,9 +379,8 @@ func (p *process) start(ctx context.Context) (*pgqueue.Client, *pgxpool.Pool, er
 	}
 	if env.MetricsHandler != nil {
 		p.metricsHandler.Store(&env.MetricsHandler)
-	} else {
-		env.Config.WorkMiddleware = append([]pgqueue.WorkMiddleware{p.metrics}, env.Config.WorkMiddleware...)
-		env.Config.Observer = p.metrics.observer(env.Config.Observer)
+	} else if err := p.metrics.install(env.Config, env.TracerProvider); err != nil {
+		return nil, pool, fmt.Errorf("metrics: %w", err)
 	}
 	client, err := pgqueue.New(pool, env.Config)
 	if err != nil {

@@ -2,7 +2,7 @@
 // workerkit: three job kinds, settings from flags and the environment,
 // graceful shutdown, health checks and metrics. See README.md.
 //
-//	DATABASE_URL=postgres://localhost/app PGQUEUE_HTTP_ADDR=:9090 go run ./examples/worker
+//	DATABASE_URL=postgres://localhost/app PGQUEUE_HTTP_ADDR=:9090 go run -C examples/worker .
 package main
 
 import (
