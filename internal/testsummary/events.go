@@ -67,6 +67,10 @@ func parseEvents(r io.Reader, w io.Writer) moduleResult {
 	held := map[string][]string{}
 	// Packages whose failure is already named by a test or a build.
 	named := map[string]bool{}
+	// Tests that ended: output test2json still gives one of them is the
+	// package's own (test2json names the last test it saw), such as what
+	// TestMain prints after the tests, e.g. a goroutine leak: shown.
+	ended := map[string]bool{}
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 0, 64*1024), 16*1024*1024)
 	for sc.Scan() {
@@ -95,11 +99,14 @@ func parseEvents(r io.Reader, w io.Writer) moduleResult {
 		case e.Test == "":
 			// A package's pass, or its skip for having no tests: its
 			// tests are counted one by one.
+		case e.Action == "output" && ended[key]:
+			fmt.Fprint(w, e.Output)
 		case e.Action == "output":
 			held[key] = append(held[key], e.Output)
 		case e.Action == "pass":
 			res.passed++
 			delete(held, key)
+			ended[key] = true
 			res.noteTop(e)
 		case e.Action == "fail":
 			res.noteTop(e)
@@ -107,10 +114,12 @@ func parseEvents(r io.Reader, w io.Writer) moduleResult {
 			named[e.Package] = true
 			fmt.Fprint(w, strings.Join(held[key], ""))
 			delete(held, key)
+			ended[key] = true
 		case e.Action == "skip":
 			res.skipped++
 			res.skips = append(res.skips, skip{test: testName(e), reason: skipReason(held[key])})
 			delete(held, key)
+			ended[key] = true
 		}
 	}
 	if err := sc.Err(); err != nil {

@@ -25,6 +25,7 @@ const stream = `go: downloading example.com/x v1.0.0
 {"Action":"output","Package":"example.com/m/redislock","Test":"TestBroken/Sub","Output":"    broken_test.go:12: got 1, want 2\n"}
 {"Action":"output","Package":"example.com/m/redislock","Test":"TestBroken/Sub","Output":"--- FAIL: TestBroken/Sub (0.00s)\n"}
 {"Action":"fail","Package":"example.com/m/redislock","Test":"TestBroken/Sub","Elapsed":0}
+{"Action":"output","Package":"example.com/m/redislock","Test":"TestOK","Output":"goroutine leak: found unexpected goroutines\n"}
 {"Action":"output","Package":"example.com/m/redislock","Output":"PASS\n"}
 {"Action":"output","Package":"example.com/m/redislock","Output":"FAIL\texample.com/m/redislock\t0.01s\n"}
 {"Action":"fail","Package":"example.com/m/redislock","Elapsed":0.01}
@@ -53,7 +54,9 @@ func TestParseEvents(t *testing.T) {
 		t.Errorf("top-level tests timed %+v", res.tops)
 	}
 	shown := out.String()
-	for _, want := range []string{"go: downloading", "got 1, want 2", "syntax error", "FAIL\texample.com/m/redislock"} {
+	// The leak is TestMain's, printed after TestOK passed: test2json still
+	// names TestOK.
+	for _, want := range []string{"go: downloading", "got 1, want 2", "syntax error", "FAIL\texample.com/m/redislock", "goroutine leak"} {
 		if !strings.Contains(shown, want) {
 			t.Errorf("output lacks %q:\n%s", want, shown)
 		}
