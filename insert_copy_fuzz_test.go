@@ -114,6 +114,7 @@ func copyFuzzBatch(args pgqueue.JobArgs, opts pgqueue.EnqueueOpts) []pgqueue.Enq
 
 // The edge values of every column: both encoders store the same rows.
 func TestCopyEncodersAgreeOnEdgeValues(t *testing.T) {
+	skipInShortMode(t, "edge values up to 2.5 MiB through both COPY encoders")
 	t.Parallel()
 	pool := newPool(t)
 	c := newClient(t, pool, &pgqueue.Config{MaxArgsSize: 8 << 20})

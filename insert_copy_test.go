@@ -14,6 +14,7 @@ import (
 // A batch of 100,000 jobs over three queues, one in ten scheduled, goes
 // through COPY whole.
 func TestEnqueueManyCopies100000(t *testing.T) {
+	skipInShortMode(t, "a 100,000-job COPY")
 	t.Parallel()
 	ctx := context.Background()
 	pool := newPool(t)
