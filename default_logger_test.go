@@ -42,9 +42,7 @@ func TestDefaultLoggerQuiet(t *testing.T) {
 
 	pool := newPool(t)
 	ws := pgqueue.NewWorkers()
-	done := make(chan struct{}, 2)
-	must(t, pgqueue.AddWorkerFunc(ws, func(_ context.Context, job *pgqueue.Job[noteArgs]) error {
-		defer func() { done <- struct{}{} }()
+	must(t, pgqueue.AddWorkerFunc(ws, func(context.Context, *pgqueue.Job[noteArgs]) error {
 		return errors.New("fails") // attempt 1 retried (Info), attempt 2 discarded (Warn)
 	}, nil))
 	c := newClient(t, pool, &pgqueue.Config{
@@ -56,8 +54,6 @@ func TestDefaultLoggerQuiet(t *testing.T) {
 	must(t, c.Start(t.Context()))
 	res, err := c.Enqueue(t.Context(), noteArgs{}, &pgqueue.EnqueueOpts{MaxAttempts: 2})
 	must(t, err)
-	<-done
-	<-done
 	waitState(t, pool, res.ID, "discarded")
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
