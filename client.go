@@ -79,7 +79,7 @@ func New(pool *pgxpool.Pool, config *Config) (*Client, error) {
 		return nil, err
 	}
 	c := &Client{pool: pool, config: cfg, q: q, locks: locks, log: cfg.Logger, channel: jobsql.NotifyChannel(cfg.Schema), control: jobsql.ControlChannel(cfg.Schema), periodic: periodic}
-	c.enq = enqueue.Writer{Q: q, Channel: c.channel, MaxArgsSize: cfg.MaxArgsSize, DefaultQueue: QueueDefault, DefaultMaxAttempts: defaultMaxAttempts}
+	c.enq = enqueue.Writer{Q: q, Schema: cfg.Schema, Channel: c.channel, MaxArgsSize: cfg.MaxArgsSize, DefaultQueue: QueueDefault, DefaultMaxAttempts: defaultMaxAttempts}
 	return c, nil
 }
 

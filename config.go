@@ -14,6 +14,7 @@ import (
 
 	"github.com/pgqueue/pgqueue/internal/enqueue"
 	"github.com/pgqueue/pgqueue/internal/sqlschema"
+	"github.com/pgqueue/pgqueue/internal/warnlog"
 )
 
 // The names a user passes to say "the default".
@@ -252,7 +253,11 @@ type Config struct {
 	// client runs. Default none.
 	PeriodicJobs []*PeriodicJob
 
-	// Logger receives the client's logs. Default: slog.Default().
+	// Logger receives the client's logs. Default: the warnings and errors
+	// only, to slog.Default() as it is when New runs; Info and Debug
+	// records are dropped, as a library should not fill its user's logs
+	// unasked. Logger: slog.Default() logs them all; a logger on
+	// slog.DiscardHandler logs nothing.
 	Logger *slog.Logger
 
 	// Observer, if set, is told of claims, written results, refused
@@ -300,7 +305,7 @@ func (c *Config) withDefaults() (*Config, error) {
 		out.RetryPolicy = defaultRetryPolicy
 	}
 	if out.Logger == nil {
-		out.Logger = slog.Default()
+		out.Logger = warnlog.Default()
 	}
 	// The client keeps its own copy, never nil, so its loops test each
 	// function alone.

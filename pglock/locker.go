@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/pgqueue/pgqueue/internal/sqlschema"
+	"github.com/pgqueue/pgqueue/internal/warnlog"
 )
 
 //go:embed sql/*.sql
@@ -25,7 +26,8 @@ type Config struct {
 	// keys of two schemas apart. Default "pgqueue".
 	Schema string
 
-	// Logger receives the elector's logs. Default: slog.Default().
+	// Logger receives the elector's logs. Default: the warnings and errors
+	// only, to slog.Default(); Logger: slog.Default() logs Info too.
 	Logger *slog.Logger
 
 	// DirectConnConfig, when set, is what session locks dial: a connection
@@ -65,7 +67,7 @@ func New(pool *pgxpool.Pool, config *Config) (*Locker, error) {
 	}
 	l := &Locker{pool: pool, schema: cmp.Or(c.Schema, sqlschema.Default), log: c.Logger}
 	if l.log == nil {
-		l.log = slog.Default()
+		l.log = warnlog.Default()
 	}
 	if c.DirectConnConfig != nil {
 		l.direct = c.DirectConnConfig.Copy()

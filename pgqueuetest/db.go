@@ -14,11 +14,11 @@ import (
 //
 //	func TestMain(m *testing.M) { os.Exit(pgqueuetest.Main(m, nil)) }
 //
-// It obtains a server (DATABASE_URL, else local binaries, else Docker;
-// see the package doc), migrates pgqueue's default schema in a template
-// database and then runs setup on it, if not nil (your own tables, another
-// pgqueue schema with pgqueue.Migrate). Every database NewPool and
-// NewDatabase return is a clone of that template. It returns the exit code
+// It obtains a server (DATABASE_URL, else local binaries, else Docker in
+// a checkout of pgqueue; see the package doc), migrates pgqueue's default
+// schema in a template database and then runs setup on it, if not nil
+// (your own tables, another pgqueue schema with pgqueue.Migrate). Every
+// database NewPool and NewDatabase return is a clone of that template. It returns the exit code
 // for os.Exit; when no server can be had it says why, and how to provide
 // one, and returns 1.
 func Main(m *testing.M, setup func(ctx context.Context, connString string) error) int {

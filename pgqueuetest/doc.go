@@ -4,10 +4,11 @@
 // A test binary gets a server the way pgqueue's own tests do: Main, from
 // TestMain, uses DATABASE_URL when it is set (its role must be allowed to
 // CREATE DATABASE), else starts a throwaway server from the local
-// PostgreSQL binaries, else a container through testcontainers-go when
-// Docker answers. It migrates pgqueue's schema (and runs your own setup)
-// in one template database; NewPool gives each test a clone of it,
-// dropped when the test ends:
+// PostgreSQL binaries (in a checkout of pgqueue only, it then tries a
+// container through testcontainers-go when Docker answers; see
+// docs/guides/testing.md for Docker in your module). It migrates
+// pgqueue's schema (and runs your own setup) in one template database;
+// NewPool gives each test a clone of it, dropped when the test ends:
 //
 //	func TestMain(m *testing.M) { os.Exit(pgqueuetest.Main(m, nil)) }
 //
@@ -30,7 +31,7 @@
 // completed, retried with which error, discarded, snoozed or cancelled.
 // The client need not be started.
 //
-// The package is in the core module: it needs nothing the core's own
-// tests do not (pgx and testcontainers-go), and only test binaries link
-// it. See docs/guides/testing.md.
+// The package is in the core module: it needs nothing the core does not
+// (pgx), adds nothing to your go.mod or go.sum, and only test binaries
+// link it. See docs/guides/testing.md.
 package pgqueuetest

@@ -91,17 +91,50 @@ func (w *Writer) copyStream(ctx context.Context, sp pgx.Tx, src Source, later bo
 		encodeErr <- err
 		pw.CloseWithError(err) // nil: EOF, the end of the stream
 	}()
-	tag, copyErr := sp.Conn().PgConn().CopyFrom(ctx, pr, sql)
+	// The stream goes to pgconn, below pgx's tracer: tell the connection's
+	// tracer what pgx.Conn.CopyFrom would, so that a user's tracer
+	// (otelpgx, a statement log) sees the COPY like any other statement.
+	conn := sp.Conn()
+	tracer, _ := conn.Config().Tracer.(pgx.CopyFromTracer)
+	if tracer != nil {
+		ctx = tracer.TraceCopyFromStart(ctx, conn, pgx.TraceCopyFromStartData{
+			TableName:   pgx.Identifier{w.Schema, "jobs"},
+			ColumnNames: copyColumnNames(later),
+		})
+	}
+	tag, copyErr := conn.PgConn().CopyFrom(ctx, pr, sql)
 	// The server may stop reading early (an error of its own, a cancelled
 	// ctx): unblock the encoder, then wait for it.
 	pr.CloseWithError(errCopyAborted)
-	if err := <-encodeErr; err != nil && !errors.Is(err, errCopyAborted) {
-		return 0, err // the encoder's error aborted the COPY: report it
+	err := <-encodeErr
+	if err == nil || errors.Is(err, errCopyAborted) {
+		err = copyErr // otherwise the encoder's error aborted the COPY: report it
+		if err != nil {
+			err = dbError("enqueue many: copy", err)
+		}
 	}
-	if copyErr != nil {
-		return 0, dbError("enqueue many: copy", copyErr)
+	if tracer != nil {
+		tracer.TraceCopyFromEnd(ctx, conn, pgx.TraceCopyFromEndData{CommandTag: tag, Err: err})
+	}
+	if err != nil {
+		return 0, err
 	}
 	return tag.RowsAffected(), nil
+}
+
+// copyColumns are the columns of sql/copy_jobs.sql, and with
+// copyColumnsScheduled those of sql/copy_jobs_scheduled.sql, in the order
+// appendCopyRow writes them; a tracer is told them.
+var (
+	copyColumns          = []string{"queue", "kind", "args", "priority", "max_attempts", "tags", "meta", "singleton_key"}
+	copyColumnsScheduled = append(copyColumns[:len(copyColumns):len(copyColumns)], "run_at", "state")
+)
+
+func copyColumnNames(later bool) []string {
+	if later {
+		return copyColumnsScheduled
+	}
+	return copyColumns
 }
 
 var errCopyAborted = errors.New("pgqueue: copy aborted")

@@ -18,6 +18,8 @@ import (
 type Writer struct {
 	// Q are the statements of the client's schema.
 	Q *jobsql.Queries
+	// Schema is the client's schema, for what a tracer is told of a COPY.
+	Schema string
 	// Channel is the NOTIFY channel of the schema's inserts.
 	Channel string
 	// MaxArgsSize is the most bytes a job's encoded args may hold.

@@ -12,7 +12,11 @@
 //     and listening on a free port of 127.0.0.1, with fsync off. As root it
 //     runs as the postgres OS user, since initdb and postgres refuse root.
 //  3. A postgres:16-alpine container through testcontainers, when Docker
-//     answers within a few seconds.
+//     answers within a few seconds. The module pgcontainer/ starts it, run
+//     with `go run` in its directory: a module of its own keeps
+//     testcontainers-go and the Docker client out of pgqueue's go.mod.
+//     Only a checkout has that directory (a module zip leaves nested
+//     modules out), so importers of pgqueuetest have steps 1 and 2.
 //
 // Otherwise Start fails with ErrNoServer and says how to provide a server.
 //

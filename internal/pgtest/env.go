@@ -3,8 +3,8 @@ package pgtest
 import "os"
 
 // harnessEnv are the variables Main consults: DATABASE_URL, PATH (for
-// the local binaries), Docker's for testcontainers, and the connection
-// budget.
+// the local binaries), Docker's for testcontainers (read by pgcontainer,
+// which inherits them), and the connection budget.
 var harnessEnv = []string{"DATABASE_URL", "PATH", "DOCKER_HOST", "TESTCONTAINERS_HOST_OVERRIDE", "TESTCONTAINERS_RYUK_DISABLED", MaxConnsEnv}
 
 // recordEnv reads the variables Start consulted again, from inside

@@ -27,9 +27,14 @@ const (
 // crashes on purpose: commits need not even reach the kernel.
 var sharedSettings = map[string]string{"synchronous_commit": "off"}
 
-// dockerPingTimeout bounds the check whether Docker answers, so that a
+// dockerPingTimeout bounds the wait for Docker's answer, so that a
 // machine without Docker falls through to the error quickly.
-const dockerPingTimeout = 3 * time.Second
+// dockerProbeTimeout bounds the whole check, which may first have to
+// build the helper program (see pingDocker).
+const (
+	dockerPingTimeout  = 3 * time.Second
+	dockerProbeTimeout = 2 * time.Minute
+)
 
 // ErrNoServer is returned by Start (wrapped, with instructions) when no
 // PostgreSQL server can be obtained: DATABASE_URL is unset, no server
@@ -39,7 +44,7 @@ var ErrNoServer = errors.New("pgtest: no PostgreSQL server for tests")
 const noServerHelp = `provide one of:
   - DATABASE_URL=postgres://user@host:port/db?sslmode=disable, connecting as a role allowed to CREATE DATABASE;
   - PostgreSQL server binaries (initdb, postgres) on PATH, under "pg_config --bindir" or in /usr/lib/postgresql/*/bin (Debian/Ubuntu: apt-get install postgresql);
-  - a running Docker daemon (testcontainers starts postgres:16-alpine)`
+  - a running Docker daemon (in a checkout of pgqueue, internal/pgtest/pgcontainer starts postgres:16-alpine through testcontainers)`
 
 // Server is a PostgreSQL server for tests.
 type Server struct {
@@ -119,7 +124,7 @@ func (p probe) choose(ctx context.Context) (plan, error) {
 	if binErr == nil {
 		return plan{source: SourceLocal, bin: bin}, nil
 	}
-	ctx, cancel := context.WithTimeout(ctx, dockerPingTimeout)
+	ctx, cancel := context.WithTimeout(ctx, dockerProbeTimeout)
 	defer cancel()
 	dockerErr := p.pingDocker(ctx)
 	if dockerErr == nil {

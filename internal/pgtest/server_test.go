@@ -3,6 +3,7 @@ package pgtest
 import (
 	"context"
 	"errors"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -65,19 +66,20 @@ func TestChoose(t *testing.T) {
 	})
 }
 
-func TestPingDockerFailsFast(t *testing.T) {
+// The Docker check runs its helper module: it must build and answer
+// either way (its own test checks that the answer comes quickly).
+func TestPingDocker(t *testing.T) {
 	t.Parallel()
-	ctx, cancel := context.WithTimeout(t.Context(), dockerPingTimeout)
-	defer cancel()
-	begin := time.Now()
-	err := pingDocker(ctx)
-	elapsed := time.Since(begin)
+	err := pingDocker(t.Context())
 	if err == nil {
 		t.Skip("Docker answers here")
 	}
-	t.Logf("no Docker (%v): %v", elapsed.Round(time.Millisecond), err)
-	if elapsed > dockerPingTimeout+time.Second {
-		t.Errorf("ping took %v, want at most about %v", elapsed, dockerPingTimeout)
+	t.Logf("no Docker: %v", err)
+	if !errors.Is(err, errNoDocker) {
+		if errors.Is(err, errNoDockerHelper) && os.Getenv("CI") != "true" {
+			t.Skipf("the helper does not run (offline with its modules not downloaded?): %v", err)
+		}
+		t.Errorf("err = %v, want errNoDocker", err)
 	}
 }
 
