@@ -69,6 +69,9 @@ func TestChoose(t *testing.T) {
 // The Docker check runs its helper module: it must build and answer
 // either way (its own test checks that the answer comes quickly).
 func TestPingDocker(t *testing.T) {
+	if testing.Short() {
+		t.Skip("skipped in -short mode: builds and runs the Docker fallback helper")
+	}
 	t.Parallel()
 	err := pingDocker(t.Context())
 	if err == nil {
@@ -93,6 +96,9 @@ func TestStartDatabaseURLUnreachable(t *testing.T) {
 }
 
 func TestStartFromLocalBinaries(t *testing.T) {
+	if testing.Short() {
+		t.Skip("skipped in -short mode: starts one more server from the local binaries")
+	}
 	t.Parallel()
 	p := systemProbe()
 	p.getenv = func(string) string { return "" } // whatever DATABASE_URL says
