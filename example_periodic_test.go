@@ -81,3 +81,19 @@ func ExampleCronSchedule() {
 	// 2024-04-01 00:30:00 +0000 UTC
 	// 2024-04-02 00:30:00 +0000 UTC
 }
+
+// A time of day that a daylight saving change skips: by default it runs
+// at the end of the gap; DSTStrict skips the day, as robfig/cron does.
+func ExampleNewCronSchedule() {
+	at := time.Date(2026, 3, 28, 22, 0, 0, 0, time.UTC) // 23:00 in Berlin
+	for _, dst := range []pgqueue.DSTPolicy{pgqueue.DSTOnce, pgqueue.DSTStrict} {
+		s, err := pgqueue.NewCronSchedule("CRON_TZ=Europe/Berlin 0 30 2 * * *", &pgqueue.CronOpts{DST: dst})
+		if err != nil {
+			panic(err)
+		}
+		fmt.Println(s.Next(at).UTC()) // 02:30 does not exist on March 29th
+	}
+	// Output:
+	// 2026-03-29 01:00:00 +0000 UTC
+	// 2026-03-30 00:30:00 +0000 UTC
+}

@@ -175,3 +175,138 @@ func TestPlanPeriodic(t *testing.T) {
 		}
 	})
 }
+
+// TestCronScheduleDST checks the instants of cron expressions in zones
+// with daylight saving time, across the changes of 2026: Europe/Berlin
+// skips 02:00-03:00 on March 29th and repeats 02:00-03:00 on October
+// 25th; America/New_York skips 02:00-03:00 on March 8th and repeats
+// 01:00-02:00 on November 1st.
+func TestCronScheduleDST(t *testing.T) {
+	t.Parallel()
+	const (
+		berlin = "CRON_TZ=Europe/Berlin "
+		ny     = "CRON_TZ=America/New_York "
+	)
+	once, strict := &pgqueue.CronOpts{DST: pgqueue.DSTOnce}, &pgqueue.CronOpts{DST: pgqueue.DSTStrict}
+	for _, tt := range []struct {
+		name  string
+		expr  string
+		opts  *pgqueue.CronOpts
+		after string
+		want  []string
+	}{
+		// Berlin, spring: 02:00 CET is 01:00Z, which reads 03:00 CEST.
+		{"SkippedTimeRunsAtTheGapsEnd", berlin + "0 30 2 * * *", nil, "2026-03-28T22:00:00Z",
+			[]string{"2026-03-29T01:00:00Z", "2026-03-30T00:30:00Z"}},
+		{"SkippedTimeOnceIsTheDefault", berlin + "0 30 2 * * *", once, "2026-03-28T22:00:00Z",
+			[]string{"2026-03-29T01:00:00Z", "2026-03-30T00:30:00Z"}},
+		{"StrictSkipsTheDay", berlin + "0 30 2 * * *", strict, "2026-03-28T22:00:00Z",
+			[]string{"2026-03-30T00:30:00Z", "2026-03-31T00:30:00Z"}},
+		{"FiveFieldsToo", berlin + "30 2 * * *", nil, "2026-03-28T22:00:00Z",
+			[]string{"2026-03-29T01:00:00Z", "2026-03-30T00:30:00Z"}},
+		{"GapStartIsSkipped", berlin + "0 0 2 * * *", nil, "2026-03-28T22:00:00Z",
+			[]string{"2026-03-29T01:00:00Z", "2026-03-30T00:00:00Z"}},
+		{"SkippedTimesRunOnceTogether", berlin + "0 0,30 2 * * *", nil, "2026-03-28T22:00:00Z",
+			[]string{"2026-03-29T01:00:00Z", "2026-03-30T00:00:00Z", "2026-03-30T00:30:00Z"}},
+		{"SkippedAndGapEndRunOnce", berlin + "0 30 2,3 * * *", nil, "2026-03-29T00:59:59Z",
+			[]string{"2026-03-29T01:00:00Z", "2026-03-29T01:30:00Z", "2026-03-30T00:30:00Z"}},
+		{"TimeAfterTheGapUnchanged", berlin + "0 0 3 * * *", nil, "2026-03-28T22:00:00Z",
+			[]string{"2026-03-29T01:00:00Z", "2026-03-30T01:00:00Z"}},
+		{"TimeBeforeTheGapUnchanged", berlin + "0 30 1 * * *", nil, "2026-03-28T22:00:00Z",
+			[]string{"2026-03-29T00:30:00Z", "2026-03-29T23:30:00Z"}},
+		{"FromTheGapsEndNotAgain", berlin + "0 30 2 * * *", nil, "2026-03-29T01:00:00Z",
+			[]string{"2026-03-30T00:30:00Z"}},
+		{"HourlyByTheNewClock", berlin + "0 0 * * * *", nil, "2026-03-29T00:30:00Z",
+			[]string{"2026-03-29T01:00:00Z", "2026-03-29T02:00:00Z"}},
+		{"DescriptorHourlyByTheNewClock", berlin + "@hourly", nil, "2026-03-29T00:30:00Z",
+			[]string{"2026-03-29T01:00:00Z", "2026-03-29T02:00:00Z"}},
+		{"MinutelyAcrossTheGap", berlin + "0 * * * * *", nil, "2026-03-29T00:58:30Z",
+			[]string{"2026-03-29T00:59:00Z", "2026-03-29T01:00:00Z", "2026-03-29T01:01:00Z"}},
+		{"WildMinutesInTheGapDoNotRun", berlin + "0 */15 2 * * *", nil, "2026-03-28T23:00:00Z",
+			[]string{"2026-03-30T00:00:00Z", "2026-03-30T00:15:00Z"}},
+		// Berlin, autumn: 02:00-02:59 is CEST (00:00Z-00:59Z), then CET
+		// (01:00Z-01:59Z).
+		{"RepeatedTimeRunsOnce", berlin + "0 30 2 * * *", nil, "2026-10-24T22:00:00Z",
+			[]string{"2026-10-25T00:30:00Z", "2026-10-26T01:30:00Z"}},
+		{"StrictRunsTwice", berlin + "0 30 2 * * *", strict, "2026-10-24T22:00:00Z",
+			[]string{"2026-10-25T00:30:00Z", "2026-10-25T01:30:00Z", "2026-10-26T01:30:00Z"}},
+		{"RepeatedFromTheFirstPassBefore", berlin + "0 30 2 * * *", nil, "2026-10-25T00:10:00Z",
+			[]string{"2026-10-25T00:30:00Z", "2026-10-26T01:30:00Z"}},
+		{"RepeatedFromTheFirstPassAfter", berlin + "0 30 2 * * *", nil, "2026-10-25T00:45:00Z",
+			[]string{"2026-10-26T01:30:00Z"}},
+		{"RepeatedFromTheSecondPass", berlin + "0 30 2 * * *", nil, "2026-10-25T01:10:00Z",
+			[]string{"2026-10-26T01:30:00Z"}},
+		{"RepeatedFromTheInstantItself", berlin + "0 30 2 * * *", nil, "2026-10-25T00:30:00Z",
+			[]string{"2026-10-26T01:30:00Z"}},
+		{"RepeatedHourStart", berlin + "0 0 2 * * *", nil, "2026-10-24T22:00:00Z",
+			[]string{"2026-10-25T00:00:00Z", "2026-10-26T01:00:00Z"}},
+		{"RepeatedEveryMinuteOfTheHourOnce", berlin + "0 0-59 2 * * *", nil, "2026-10-25T00:58:30Z",
+			[]string{"2026-10-25T00:59:00Z", "2026-10-26T01:00:00Z"}},
+		{"AfterTheRepetitionUnchanged", berlin + "0 0 3 * * *", nil, "2026-10-24T22:00:00Z",
+			[]string{"2026-10-25T02:00:00Z", "2026-10-26T02:00:00Z"}},
+		{"HourlyRunsBothHours", berlin + "0 0 * * * *", nil, "2026-10-24T23:30:00Z",
+			[]string{"2026-10-25T00:00:00Z", "2026-10-25T01:00:00Z", "2026-10-25T02:00:00Z"}},
+		{"HourlyAtQuarterPast", berlin + "0 15 * * * *", nil, "2026-10-25T00:45:00Z",
+			[]string{"2026-10-25T01:15:00Z", "2026-10-25T02:15:00Z"}},
+		{"WildMinutesInTheRepetitionRunTwice", berlin + "0 */30 2 * * *", nil, "2026-10-24T22:00:00Z",
+			[]string{"2026-10-25T00:00:00Z", "2026-10-25T00:30:00Z", "2026-10-25T01:00:00Z", "2026-10-25T01:30:00Z", "2026-10-26T01:00:00Z"}},
+		// New York: 02:00 EST is 07:00Z, which reads 03:00 EDT; 01:00-01:59
+		// is EDT (05:00Z-05:59Z), then EST (06:00Z-06:59Z).
+		{"NewYorkSkipped", ny + "0 30 2 * * *", nil, "2026-03-07T12:00:00Z",
+			[]string{"2026-03-08T07:00:00Z", "2026-03-09T06:30:00Z"}},
+		{"NewYorkSkippedStrict", ny + "0 30 2 * * *", strict, "2026-03-07T12:00:00Z",
+			[]string{"2026-03-09T06:30:00Z"}},
+		{"NewYorkRepeated", ny + "0 30 1 * * *", nil, "2026-10-31T12:00:00Z",
+			[]string{"2026-11-01T05:30:00Z", "2026-11-02T06:30:00Z"}},
+		{"NewYorkRepeatedStrict", ny + "0 30 1 * * *", strict, "2026-10-31T12:00:00Z",
+			[]string{"2026-11-01T05:30:00Z", "2026-11-01T06:30:00Z", "2026-11-02T06:30:00Z"}},
+		{"NewYorkHourly", ny + "@hourly", nil, "2026-11-01T04:30:00Z",
+			[]string{"2026-11-01T05:00:00Z", "2026-11-01T06:00:00Z", "2026-11-01T07:00:00Z"}},
+		{"NewYorkDaily", ny + "@daily", nil, "2026-03-07T12:00:00Z",
+			[]string{"2026-03-08T05:00:00Z", "2026-03-09T04:00:00Z"}},
+		{"UTCHasNoChanges", "0 30 2 * * *", nil, "2026-03-28T22:00:00Z",
+			[]string{"2026-03-29T02:30:00Z", "2026-03-30T02:30:00Z"}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			s, err := pgqueue.NewCronSchedule(tt.expr, tt.opts)
+			must(t, err)
+			at := mustTime(t, tt.after)
+			for _, w := range tt.want {
+				at = s.Next(at)
+				if want := mustTime(t, w); !at.Equal(want) {
+					t.Fatalf("%q: next %s, want %s", tt.expr, at, want)
+				}
+			}
+		})
+	}
+
+	// PlanPeriodic finds the latest missed instant by halving a span of
+	// time, which needs Next to never go back as its argument grows.
+	t.Run("NextNeverGoesBack", func(t *testing.T) {
+		t.Parallel()
+		for _, expr := range []string{berlin + "0 30 2 * * *", berlin + "0 0,30 2 * * *", berlin + "0 0-59 2 * * *", ny + "0 30 1 * * *", berlin + "0 0 * * * *"} {
+			for _, day := range []string{"2026-03-28T20:00:00Z", "2026-10-24T20:00:00Z", "2026-03-07T20:00:00Z", "2026-10-31T20:00:00Z"} {
+				s, err := pgqueue.CronSchedule(expr)
+				must(t, err)
+				var prev time.Time
+				for at, end := mustTime(t, day), mustTime(t, day).Add(12*time.Hour); at.Before(end); at = at.Add(17 * time.Second) {
+					next := s.Next(at)
+					if !next.After(at) || next.Before(prev) {
+						t.Fatalf("%q: Next(%s) = %s, after Next of an earlier time gave %s", expr, at, next, prev)
+					}
+					prev = next
+				}
+			}
+		}
+	})
+
+	t.Run("UnknownPolicyIsScheduleError", func(t *testing.T) {
+		t.Parallel()
+		s, err := pgqueue.NewCronSchedule("0 30 2 * * *", &pgqueue.CronOpts{DST: 7})
+		var se *pgqueue.ScheduleError
+		if !errors.As(err, &se) || !errors.Is(err, pgqueue.ErrInvalid) || s != nil {
+			t.Fatalf("schedule %v, error %v; want a *ScheduleError matching ErrInvalid", s, err)
+		}
+	})
+}
