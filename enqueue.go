@@ -183,8 +183,10 @@ func jobParams(args JobArgs, opts *EnqueueOpts, p *enqueue.Params) error {
 
 // Enqueue inserts one job and returns its row. The job is committed when
 // Enqueue returns; use EnqueueTx to make it part of your own transaction.
-// A unique job (InsertOpts.Unique) that has an equal job already is not
-// inserted: the result is the existing job, with Duplicate set.
+// A unique job (EnqueueOpts.Unique) that has an equal job already is not
+// inserted: the result is the existing job, with Duplicate set. That is
+// always the answer for a duplicate, never an error, however many inserts
+// of the key race with workers completing its jobs.
 func (c *Client) Enqueue(ctx context.Context, args JobArgs, opts *EnqueueOpts) (*EnqueueResult, error) {
 	res, err := c.insert(ctx, c.pool, args, opts)
 	if err == nil && !res.Duplicate {
@@ -194,12 +196,15 @@ func (c *Client) Enqueue(ctx context.Context, args JobArgs, opts *EnqueueOpts) (
 }
 
 // EnqueueTx inserts one job inside tx: the job exists only if tx commits.
-// See Enqueue for unique jobs.
+// See Enqueue for unique jobs. A unique insert that races another may run
+// a second statement in a savepoint of tx, released before EnqueueTx
+// returns: it leaves tx as it found it, and usable after an error of that
+// statement.
 func (c *Client) EnqueueTx(ctx context.Context, tx pgx.Tx, args JobArgs, opts *EnqueueOpts) (*EnqueueResult, error) {
 	return c.insert(ctx, tx, args, opts)
 }
 
-func (c *Client) insert(ctx context.Context, db enqueue.Batcher, args JobArgs, opts *EnqueueOpts) (*EnqueueResult, error) {
+func (c *Client) insert(ctx context.Context, db enqueue.DB, args JobArgs, opts *EnqueueOpts) (*EnqueueResult, error) {
 	if err := ctxError(ctx, "enqueue"); err != nil {
 		return nil, err
 	}
@@ -237,7 +242,7 @@ func (c *Client) insert(ctx context.Context, db enqueue.Batcher, args JobArgs, o
 }
 
 // insertJob checks and writes one job, with its notification.
-func (c *Client) insertJob(ctx context.Context, db enqueue.Batcher, p *enqueue.Params) (*EnqueueResult, error) {
+func (c *Client) insertJob(ctx context.Context, db enqueue.DB, p *enqueue.Params) (*EnqueueResult, error) {
 	row, dup, err := c.enq.One(ctx, db, p)
 	if err != nil {
 		return nil, err

@@ -129,7 +129,7 @@ func TestPeriodicDST(t *testing.T) {
 				returned := false
 				waitFor(t, "leader A to wait inside its insert", func() bool {
 					err := pool.QueryRow(ctx, `SELECT coalesce(max(pid), 0) FROM pg_stat_activity
-						WHERE application_name = 'leader-a' AND wait_event_type = 'Lock' AND wait_event = 'advisory'`).Scan(&pid)
+						WHERE datname = current_database() AND application_name = 'leader-a' AND wait_event_type = 'Lock' AND wait_event = 'advisory'`).Scan(&pid)
 					must(t, err)
 					select {
 					case <-done:

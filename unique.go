@@ -4,7 +4,7 @@ import "time"
 
 // UniqueOpts makes a job unique: while a job with the same key exists in
 // one of the states ByState names, inserting another is not an error but a
-// duplicate: Enqueue returns the existing job with Duplicate set, and
+// duplicate: Enqueue always returns the existing job with Duplicate set, and
 // EnqueueMany skips it and says which. The database enforces it with a
 // unique index, so inserts racing from many processes leave exactly one
 // job.

@@ -36,6 +36,14 @@ type Batcher interface {
 	SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults
 }
 
+// DB is where One writes: a pool or a transaction (whose Begin makes a
+// savepoint). A unique insert that races needs a transaction of its own,
+// or a savepoint (see upsertUnique).
+type DB interface {
+	Batcher
+	Begin(ctx context.Context) (pgx.Tx, error)
+}
+
 // CopyThreshold is the batch size from which Many writes with COPY;
 // smaller batches are one INSERT statement, which costs fewer round trips.
 const CopyThreshold = 64
@@ -75,7 +83,7 @@ func dbError(op string, err error) error { return dberr.Wrap("pgqueue", op, err)
 // batch (or db's), so the notification goes out at commit. A unique job
 // that has an equal job already is not written: the row is that job, and
 // duplicate is true.
-func (w *Writer) One(ctx context.Context, db Batcher, p *Params) (row *pgqueuetype.JobRow, duplicate bool, err error) {
+func (w *Writer) One(ctx context.Context, db DB, p *Params) (row *pgqueuetype.JobRow, duplicate bool, err error) {
 	var job Job
 	if err := w.Encode(p, "", &job); err != nil {
 		return nil, false, err

@@ -2,7 +2,7 @@ package enqueue
 
 import (
 	"context"
-	"fmt"
+	"errors"
 
 	"github.com/jackc/pgx/v5"
 
@@ -10,55 +10,117 @@ import (
 	"github.com/pgqueue/pgqueue/pgqueuetype"
 )
 
-// uniqueAttempts bounds insertUnique's tries. A try comes back empty only
-// when the conflicting job was committed after the statement's snapshot,
-// or left its states since; the next try sees it, so two tries nearly
-// always do.
-const uniqueAttempts = 5
-
 // insertUnique writes one unique job, or finds the equal job that blocks
-// it, with its notification, one round trip a try.
-func (w *Writer) insertUnique(ctx context.Context, db Batcher, job *Job) (*pgqueuetype.JobRow, bool, error) {
+// it, with its notification. Nearly always that is one round trip
+// (insert_unique.sql). That statement reads the job holding the key by its
+// snapshot, so it comes back empty when that job was committed after the
+// snapshot was taken (a concurrent insert, maybe after a worker completed
+// the one before); then upsertUnique settles it, in one try.
+func (w *Writer) insertUnique(ctx context.Context, db DB, job *Job) (*pgqueuetype.JobRow, bool, error) {
 	u := job.unique
 	runAt, singleton := job.nullArgs()
-	for range uniqueAttempts {
-		batch := &pgx.Batch{}
-		// JSON as text, as in One.
-		batch.Queue(w.Q.InsertUnique, job.Queue, job.Kind, string(job.Args), job.Priority, job.MaxAttempts, runAt, job.Tags, string(job.Meta), singleton,
-			u.base, u.periodUS, u.states)
-		batch.Queue(w.Q.Notify, w.Channel, job.Queue, runAt)
-		results := db.SendBatch(ctx, batch)
-		rows, err := results.Query()
-		if err != nil {
+	batch := &pgx.Batch{}
+	// JSON as text, as in One.
+	batch.Queue(w.Q.InsertUnique, job.Queue, job.Kind, string(job.Args), job.Priority, job.MaxAttempts, runAt, job.Tags, string(job.Meta), singleton,
+		u.base, u.periodUS, u.states)
+	batch.Queue(w.Q.Notify, w.Channel, job.Queue, runAt)
+	row, dup, err := readUnique(db.SendBatch(ctx, batch), 0)
+	if err != nil || row != nil {
+		return row, dup, wrapUnique(job, err)
+	}
+	return w.upsertUnique(ctx, db, job)
+}
+
+// readUnique reads the flagged job row of the statement at position at in
+// results (insert_unique or insert_unique_upsert), nil when there is none,
+// and closes results.
+func readUnique(results pgx.BatchResults, at int) (*pgqueuetype.JobRow, bool, error) {
+	for range at {
+		if _, err := results.Exec(); err != nil {
 			_ = results.Close()
-			return nil, false, dbError("enqueue "+job.Kind, err)
-		}
-		var (
-			found    *pgqueuetype.JobRow
-			foundDup bool
-			s        jobsql.Scanner
-		)
-		for rows.Next() {
-			dup, row, err := s.ScanFlagged(rows)
-			if err != nil {
-				rows.Close()
-				_ = results.Close()
-				return nil, false, dbError("enqueue "+job.Kind, err)
-			}
-			found, foundDup = row, dup
-		}
-		if err := rows.Err(); err != nil {
-			_ = results.Close()
-			return nil, false, dbError("enqueue "+job.Kind, err)
-		}
-		if err := results.Close(); err != nil {
-			return nil, false, dbError("enqueue "+job.Kind, err)
-		}
-		if found != nil {
-			return found, foundDup, nil
+			return nil, false, err
 		}
 	}
-	return nil, false, fmt.Errorf("pgqueue: enqueue %s: unique job neither inserted nor found in %d tries", job.Kind, uniqueAttempts)
+	rows, err := results.Query()
+	if err != nil {
+		_ = results.Close()
+		return nil, false, err
+	}
+	var (
+		found *pgqueuetype.JobRow
+		dup   bool
+		s     jobsql.Scanner
+	)
+	for rows.Next() {
+		d, row, err := s.ScanFlagged(rows)
+		if err != nil {
+			rows.Close()
+			_ = results.Close()
+			return nil, false, err
+		}
+		found, dup = row, d
+	}
+	if err := rows.Err(); err != nil {
+		_ = results.Close()
+		return nil, false, err
+	}
+	return found, dup, results.Close()
+}
+
+// wrapUnique adds the job's kind to a database error.
+func wrapUnique(job *Job, err error) error {
+	if err == nil {
+		return nil
+	}
+	return dbError("enqueue "+job.Kind, err)
+}
+
+// upsertUnique writes one unique job or returns the job holding its key,
+// with insert_unique_upsert.sql, which cannot end with neither. Its update
+// of a duplicate only locks it, and must not keep that lock: in the
+// caller's transaction the statement runs in a savepoint, rolled back for a
+// duplicate (or an error, which leaves the caller's transaction usable);
+// on a pool, in a transaction of its own, rolled back likewise.
+func (w *Writer) upsertUnique(ctx context.Context, db DB, job *Job) (*pgqueuetype.JobRow, bool, error) {
+	tx, inTx := db.(pgx.Tx)
+	if !inTx {
+		var err error
+		if tx, err = db.Begin(ctx); err != nil {
+			return nil, false, wrapUnique(job, err)
+		}
+		defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+	}
+	u := job.unique
+	runAt, singleton := job.nullArgs()
+	batch := &pgx.Batch{}
+	at := 0
+	if inTx {
+		batch.Queue(w.Q.UniqueSavepoint)
+		at = 1
+	}
+	batch.Queue(w.Q.InsertUniqueUpsert, job.Queue, job.Kind, string(job.Args), job.Priority, job.MaxAttempts, runAt, job.Tags, string(job.Meta), singleton,
+		u.base, u.periodUS, u.states)
+	batch.Queue(w.Q.Notify, w.Channel, job.Queue, runAt)
+	row, dup, err := readUnique(tx.SendBatch(ctx, batch), at)
+	if err == nil && row == nil {
+		err = errors.New("upsert returned no row") // PostgreSQL guarantees one
+	}
+	if !inTx {
+		if err == nil && !dup {
+			err = tx.Commit(ctx)
+		}
+		// Otherwise the deferred rollback lets the duplicate go.
+		return row, dup, wrapUnique(job, err)
+	}
+	end := &pgx.Batch{}
+	if err != nil || dup {
+		end.Queue(w.Q.UniqueRollback)
+	}
+	end.Queue(w.Q.UniqueRelease)
+	if cerr := tx.SendBatch(ctx, end).Close(); err == nil {
+		err = cerr
+	}
+	return row, dup, wrapUnique(job, err)
 }
 
 // uniqueChunk is the most jobs insertManyUnique writes in one statement.
