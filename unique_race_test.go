@@ -58,7 +58,7 @@ func newUniqueRace(t *testing.T, mode pgx.QueryExecMode) *uniqueRace {
 // runs before while the statement waits at gate 1 and after while it
 // waits at gate 2. It returns what call returned and how many statements
 // passed the gates.
-func (r *uniqueRace) run(t *testing.T, call func() (*pgqueue.EnqueueResult, error), before, after func(round int)) (*pgqueue.EnqueueResult, error, int) {
+func (r *uniqueRace) run(t *testing.T, call func() (*pgqueue.EnqueueResult, error), before, after func(round int)) (*pgqueue.EnqueueResult, int, error) {
 	t.Helper()
 	ctx := context.Background()
 	_, err := r.gates.Exec(ctx, `SELECT pg_advisory_lock(100), pg_advisory_lock(101)`)
@@ -103,7 +103,7 @@ func (r *uniqueRace) run(t *testing.T, call func() (*pgqueue.EnqueueResult, erro
 			t.Fatal("the victim's insert went through 20 statements")
 		}
 		if res := waitAt(100); res != nil {
-			return res.res, res.err, round - 1
+			return res.res, round - 1, res.err
 		}
 		if round > 1 {
 			// Free since the victim passed gate 2 of the last round.
@@ -205,7 +205,7 @@ func TestUniqueRacedInsert(t *testing.T) {
 			r := newUniqueRace(t, v.mode)
 			other := newClient(t, r.pool, nil)
 			var ids []int64
-			res, err, rounds := r.run(t, victimCall(t, r, inTx), func(int) {
+			res, rounds, err := r.run(t, victimCall(t, r, inTx), func(int) {
 				res, err := other.Enqueue(ctx, chargeArgs{Order: 2}, opts)
 				must(t, err)
 				if res.Duplicate {
@@ -238,7 +238,7 @@ func TestUniqueRacedInsert(t *testing.T) {
 			held, err := other.Enqueue(ctx, chargeArgs{Order: 2}, opts)
 			must(t, err)
 			r.setState(t, held.ID, "discarded")
-			res, err, rounds := r.run(t, victimCall(t, r, inTx), func(int) {
+			res, rounds, err := r.run(t, victimCall(t, r, inTx), func(int) {
 				_, err := other.JobRetry(ctx, held.ID)
 				must(t, err)
 			}, func(int) {
@@ -260,7 +260,7 @@ func TestUniqueRacedInsert(t *testing.T) {
 			r := newUniqueRace(t, v.mode)
 			other := newClient(t, r.pool, nil)
 			var holder int64
-			res, err, rounds := r.run(t, victimCall(t, r, inTx), func(round int) {
+			res, rounds, err := r.run(t, victimCall(t, r, inTx), func(round int) {
 				if round == 1 {
 					res, err := other.Enqueue(ctx, chargeArgs{Order: 2}, opts)
 					must(t, err)
