@@ -61,7 +61,9 @@ type Locker interface {
 
 	// TryLock acquires the lock if it is free, and otherwise returns an
 	// error wrapping ErrBusy at once. ctx bounds the round trip to the
-	// backend.
+	// backend. Backends that lock by time return an error wrapping
+	// ErrExpiredOnArrival, and no Lock, when the grant came too late to
+	// be held.
 	TryLock(ctx context.Context) (Lock, error)
 }
 

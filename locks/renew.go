@@ -84,9 +84,8 @@ func KeepRenewed(ctx context.Context, stop <-chan struct{}, what string, validUn
 			if deadline.Before(end) {
 				end = deadline
 			}
-			var rctx context.Context
-			rctx, cancel = context.WithDeadline(ctx, end)
-			inFlight = true
+			rctx, rcancel := context.WithDeadline(ctx, end)
+			cancel, inFlight = rcancel, true
 			go func() {
 				until, err := renew(rctx)
 				results <- result{until, err}

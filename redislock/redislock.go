@@ -112,7 +112,9 @@ func New(client redis.Scripter, name string, opts *Options) (*Locker, error) {
 func (l *Locker) Key() string { return l.key }
 
 // Lock takes the lock, polling while another holds it, until ctx is done.
-// The Lock it returns is a *Lock.
+// An attempt whose grant arrived too late (ErrExpiredOnArrival) is made
+// again at once, so the Lock returned is always held, never one whose
+// context has ended. The Lock it returns is a *Lock.
 func (l *Locker) Lock(ctx context.Context) (locks.Lock, error) {
 	delay := 10 * time.Millisecond
 	for {
