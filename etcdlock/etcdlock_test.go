@@ -49,6 +49,9 @@ func TestOptions(t *testing.T) {
 	if _, err := etcdlock.New(shared.client(t), "x", &etcdlock.Options{TTL: -time.Second}); !errors.Is(err, etcdlock.ErrInvalidOption) {
 		t.Fatalf("negative TTL: %v, want ErrInvalidOption", err)
 	}
+	if _, err := etcdlock.New(shared.client(t), "x", &etcdlock.Options{TTL: 2 * time.Second, RenewInterval: time.Second, SafetyMargin: time.Second}); !errors.Is(err, etcdlock.ErrInvalidOption) {
+		t.Fatalf("RenewInterval + SafetyMargin = TTL: %v, want ErrInvalidOption", err)
+	}
 }
 
 // TestKeyDeletedLosesLock deletes the holder's key behind its back: its

@@ -5,6 +5,7 @@ go 1.26.0
 require (
 	github.com/jackc/pgx/v5 v5.12.0
 	github.com/pgqueue/pgqueue v0.0.0
+	go.etcd.io/etcd/api/v3 v3.7.3
 	go.etcd.io/etcd/client/v3 v3.7.3
 )
 
@@ -21,7 +22,6 @@ require (
 	github.com/jackc/puddle/v2 v2.2.4 // indirect
 	github.com/moby/moby/api v1.56.1 // indirect
 	github.com/robfig/cron/v3 v3.0.1 // indirect
-	go.etcd.io/etcd/api/v3 v3.7.3 // indirect
 	go.etcd.io/etcd/client/pkg/v3 v3.7.3 // indirect
 	go.uber.org/goleak v1.3.0 // indirect
 	go.uber.org/multierr v1.11.0 // indirect

@@ -121,3 +121,10 @@ func privateEtcd(t *testing.T) *etcdServer {
 	t.Cleanup(s.close)
 	return s
 }
+
+// stop pauses the server with SIGSTOP: it keeps its connections open and
+// answers nothing, as a hung server does, until cont.
+func (s *etcdServer) stop() error { return s.cmd.Process.Signal(syscall.SIGSTOP) }
+
+// cont resumes a server paused by stop.
+func (s *etcdServer) cont() error { return s.cmd.Process.Signal(syscall.SIGCONT) }

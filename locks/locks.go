@@ -41,6 +41,15 @@ var (
 
 	// ErrReleased is the cause of a Lock's context after Release.
 	ErrReleased = errors.New("lock released")
+
+	// ErrExpiredOnArrival is returned by Locker.TryLock of the backends
+	// that lock by time (Redis, etcd) when the backend granted the lock
+	// but its answer came after the acquisition's validity had ended,
+	// counted from the request's sending: the server or the link stalled.
+	// The lock is not held, and the backend gives the grant back, best
+	// effort. It never wraps ErrBusy, as the lock may well be free:
+	// Locker.Lock tries again.
+	ErrExpiredOnArrival = errors.New("lock grant arrived after its validity")
 )
 
 // Locker acquires one named lock on one backend. Implementations are safe
@@ -52,7 +61,9 @@ type Locker interface {
 
 	// TryLock acquires the lock if it is free, and otherwise returns an
 	// error wrapping ErrBusy at once. ctx bounds the round trip to the
-	// backend.
+	// backend. Backends that lock by time return an error wrapping
+	// ErrExpiredOnArrival, and no Lock, when the grant came too late to
+	// be held.
 	TryLock(ctx context.Context) (Lock, error)
 }
 

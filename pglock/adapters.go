@@ -291,16 +291,13 @@ func (r *RenewedLease) Context() context.Context { return r.ctx }
 func (r *RenewedLease) renew() {
 	defer close(r.done)
 	what := fmt.Sprintf("lease lock %q fence %d", r.lease.Name(), r.lease.Fence())
-	err := locks.KeepRenewed(r.ctx, r.stop, what, r.lease.ValidUntil(), r.opts.RenewInterval, r.opts.SafetyMargin,
+	locks.KeepRenewed(r.ctx, r.stop, what, r.lease.ValidUntil(), r.opts.RenewInterval, r.opts.SafetyMargin,
 		func(ctx context.Context) (time.Time, error) {
 			if err := r.lease.Renew(ctx); err != nil {
 				return time.Time{}, err
 			}
 			return r.lease.ValidUntil(), nil
-		})
-	if err != nil {
-		r.lost(err)
-	}
+		}, r.lost)
 }
 
 // lost ends the lock's context with err, which wraps ErrLost.

@@ -13,6 +13,15 @@
 // lost it), or when no renewal got through and the TTL less SafetyMargin
 // has passed since the last one was sent.
 //
+// That validity deadline is kept by a timer, not between renewals, so the
+// context ends on time when Redis or the link hangs rather than fails:
+// go-redis ignores context deadlines unless ContextTimeoutEnabled is set,
+// and a renewal then blocks for the client's whole read timeout, yet the
+// lock's context ends at its deadline whatever the client's options. For
+// the same reason an acquisition whose reply arrives after its own
+// validity (counted from its sending) is not held: TryLock deletes the key
+// and returns [ErrExpiredOnArrival], and Lock tries again.
+//
 // A missing counter starts at the Redis server's clock in microseconds,
 // not at 0, so a Redis that restarts without its data still hands out
 // tokens higher than the ones before, and check_fence lets the new holders

@@ -36,6 +36,12 @@ var (
 	ErrNotHeld = errors.New("redislock: lock not held")
 	// ErrInvalidOption is returned by New for options out of range.
 	ErrInvalidOption = errors.New("redislock: invalid option")
+	// ErrExpiredOnArrival is returned by TryLock when Redis granted the
+	// lock but its reply came after the acquisition's validity (TTL less
+	// SafetyMargin from the sending) had ended: a slow or stalled server,
+	// a hung link. The key is deleted, best effort, and no Lock is
+	// returned. It is not ErrBusy: the lock may be free. Lock tries again.
+	ErrExpiredOnArrival = locks.ErrExpiredOnArrival
 )
 
 // DefaultKeyPrefix starts the keys of every lock unless Options.KeyPrefix
@@ -106,11 +112,16 @@ func New(client redis.Scripter, name string, opts *Options) (*Locker, error) {
 func (l *Locker) Key() string { return l.key }
 
 // Lock takes the lock, polling while another holds it, until ctx is done.
-// The Lock it returns is a *Lock.
+// An attempt whose grant arrived too late (ErrExpiredOnArrival) is made
+// again at once, so the Lock returned is always held, never one whose
+// context has ended. The Lock it returns is a *Lock.
 func (l *Locker) Lock(ctx context.Context) (locks.Lock, error) {
 	delay := 10 * time.Millisecond
 	for {
 		lock, err := l.TryLock(ctx)
+		if errors.Is(err, ErrExpiredOnArrival) && ctx.Err() == nil {
+			continue // granted too late to be held: the lock may be free
+		}
 		if !errors.Is(err, ErrBusy) {
 			return lock, err
 		}
@@ -128,6 +139,10 @@ func (l *Locker) Lock(ctx context.Context) (locks.Lock, error) {
 // TryLock takes the lock if it is free, with SET NX PX and a fence token
 // from INCR in one script, or returns ErrBusy at once. The Lock it returns
 // is a *Lock, renewed in the background until Release.
+//
+// A grant whose reply arrives after its validity (TTL less SafetyMargin,
+// counted from the sending) is not held: TryLock deletes the key, best
+// effort, and returns an error wrapping ErrExpiredOnArrival.
 func (l *Locker) TryLock(ctx context.Context) (locks.Lock, error) {
 	var b [16]byte
 	_, _ = rand.Read(b[:])
@@ -139,6 +154,14 @@ func (l *Locker) TryLock(ctx context.Context) (locks.Lock, error) {
 	}
 	if err != nil {
 		return nil, fmt.Errorf("redis lock %q: %w", l.name, err)
+	}
+	if valid := sent.Add(l.opts.TTL - l.opts.SafetyMargin); !time.Now().Before(valid) {
+		// The key may have expired and been taken by now, or live on for
+		// a while: either way this process cannot count on it. Free it
+		// for the next holder if it is still ours.
+		_ = releaseScript.Run(ctx, l.client, []string{l.key}, token).Err()
+		return nil, fmt.Errorf("redis lock %q fence %d: reply came %s after the acquisition was sent, past its validity %s: %w",
+			l.name, fence, time.Since(sent).Round(time.Millisecond), l.opts.TTL-l.opts.SafetyMargin, ErrExpiredOnArrival)
 	}
 	lock := &Lock{l: l, token: token, fence: fence, validUntil: sent.Add(l.opts.TTL), stop: make(chan struct{}), done: make(chan struct{})}
 	lock.ctx, lock.cancel = context.WithCancelCause(context.WithoutCancel(ctx))
@@ -176,7 +199,7 @@ func (l *Lock) renew() {
 	defer close(l.done)
 	o := l.l.opts
 	what := fmt.Sprintf("redis lock %q fence %d", l.l.name, l.fence)
-	err := locks.KeepRenewed(l.ctx, l.stop, what, l.validUntil, o.RenewInterval, o.SafetyMargin,
+	locks.KeepRenewed(l.ctx, l.stop, what, l.validUntil, o.RenewInterval, o.SafetyMargin,
 		func(ctx context.Context) (time.Time, error) {
 			sent := time.Now()
 			n, err := renewScript.Run(ctx, l.l.client, []string{l.l.key}, l.token, o.TTL.Milliseconds()).Int64()
@@ -187,10 +210,7 @@ func (l *Lock) renew() {
 				return time.Time{}, fmt.Errorf("%s: key expired or taken: %w", what, ErrLost)
 			}
 			return sent.Add(o.TTL), nil
-		})
-	if err != nil {
-		l.cancel(err)
-	}
+		}, l.cancel)
 }
 
 // Release stops the renewals and deletes the key if it still holds this

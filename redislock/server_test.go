@@ -54,7 +54,7 @@ func startRedis() (*redisServer, error) {
 func (s *redisServer) start() error {
 	_, port, _ := net.SplitHostPort(s.addr)
 	s.cmd = exec.Command(redisBinary, "--bind", "127.0.0.1", "--port", port,
-		"--save", "", "--appendonly", "no", "--dir", s.dir, "--logfile", filepath.Join(s.dir, "redis.log"))
+		"--save", "", "--appendonly", "no", "--enable-debug-command", "local", "--dir", s.dir, "--logfile", filepath.Join(s.dir, "redis.log"))
 	if err := s.cmd.Start(); err != nil {
 		return err
 	}
