@@ -15,9 +15,9 @@ import (
 )
 
 // Processes that start with pgx's default exec mode through PgBouncer in
-// transaction mode all get ErrPoolerExecMode, one after the other, and
-// whatever state the schema is in: the check runs before any statement
-// in that mode. Each start is a new pool, as a new process would have,
+// transaction mode all get ErrPoolerExecMode, from Start and from
+// Migrate, one after the other, and whatever state the schema is in: the
+// check runs before any statement in that mode. Each start is a new pool, as a new process would have,
 // and PgBouncer's one server connection is shared by all of them, so a
 // named statement one start left behind is there for the next.
 func TestPgBouncerExecModeRefusedEveryTime(t *testing.T) {
@@ -40,9 +40,14 @@ func TestPgBouncerExecModeRefusedEveryTime(t *testing.T) {
 				if err == nil {
 					_ = c.Stop(context.WithoutCancel(t.Context()))
 				}
+				// What a program does first at start-up.
+				_, migrateErr := pgqueue.Migrate(t.Context(), pool, schema)
 				pool.Close()
 				if !errors.Is(err, pgqueue.ErrPoolerExecMode) {
 					t.Fatalf("start %d on schema %s through PgBouncer in cache_statement mode: %v, want ErrPoolerExecMode", i+1, schema, err)
+				}
+				if !errors.Is(migrateErr, pgqueue.ErrPoolerExecMode) {
+					t.Fatalf("Migrate %d on schema %s through PgBouncer in cache_statement mode: %v, want ErrPoolerExecMode", i+1, schema, migrateErr)
 				}
 			}
 		})
