@@ -119,10 +119,16 @@ func (c *Client) Start(ctx context.Context) error {
 	if err := c.pool.Ping(ctx); err != nil {
 		return dbError("start", err)
 	}
+	// The exec mode first: behind a pooler, a statement in the wrong mode
+	// fails before it could be refused (see checkPool).
+	pooled, err := c.checkPool(ctx)
+	if err != nil {
+		return err
+	}
 	if err := c.checkSchema(ctx); err != nil {
 		return err
 	}
-	sessions, err := c.planSessions(ctx)
+	sessions, err := c.planSessions(ctx, pooled)
 	if err != nil {
 		return err
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/pgqueue/pgqueue/internal/enqueue"
 	"github.com/pgqueue/pgqueue/internal/sqlschema"
 	"github.com/pgqueue/pgqueue/internal/warnlog"
+	"github.com/pgqueue/pgqueue/pglock"
 )
 
 // The names a user passes to say "the default".
@@ -200,6 +201,16 @@ type Config struct {
 	// left. Default 30s.
 	PruneInterval time.Duration
 
+	// FenceLockTimeout bounds how long CheckFenceTx (and Job.CheckFenceTx)
+	// waits for the fence row's lock, which an earlier holder keeps until
+	// its transaction ends: one stalled after its check and before its
+	// commit would block the next holder as long as it stays open. Past
+	// the bound CheckFenceTx returns ErrFenceBusy. It is set as the
+	// transaction's lock_timeout for the check only, and put back after.
+	// Default 5s; negative means no bound (the session's own
+	// lock_timeout, if any, applies).
+	FenceLockTimeout time.Duration
+
 	// ClaimBatchDelay is how long the producer of a queue with a backlog
 	// waits, once a worker slot frees up, for more slots to free before it
 	// claims them all in one statement (unless every slot is free first).
@@ -301,6 +312,7 @@ func (c *Config) withDefaults() (*Config, error) {
 	out.CancelledJobRetention = cmp.Or(out.CancelledJobRetention, defaultCancelledJobRetention)
 	out.DiscardedJobRetention = cmp.Or(out.DiscardedJobRetention, defaultDiscardedJobRetention)
 	out.PruneInterval = cmp.Or(out.PruneInterval, defaultPruneInterval)
+	out.FenceLockTimeout = cmp.Or(out.FenceLockTimeout, pglock.DefaultFenceLockTimeout)
 	if out.RetryPolicy == nil {
 		out.RetryPolicy = defaultRetryPolicy
 	}

@@ -39,6 +39,13 @@ var (
 	// over, and its write must not happen. Roll back.
 	ErrStaleFence = errors.New("pgqueue: stale fence token")
 
+	// ErrFenceBusy is returned by CheckFenceTx when another transaction
+	// held the resource's fence row for all of Config.FenceLockTimeout:
+	// a holder stalled between its own check and its commit. The caller's
+	// transaction is aborted: roll back, and try again later or give up.
+	// It also wraps the server's lock_timeout error (SQLSTATE 55P03).
+	ErrFenceBusy = errors.New("pgqueue: fence row busy: another transaction holds it")
+
 	// ErrAlreadyStarted is returned by Start on a client that is running.
 	ErrAlreadyStarted = errors.New("pgqueue: client already started")
 

@@ -11,6 +11,7 @@ import (
 
 	"github.com/pgqueue/pgqueue/internal/enqueue"
 	"github.com/pgqueue/pgqueue/internal/executor"
+	"github.com/pgqueue/pgqueue/internal/fence"
 	"github.com/pgqueue/pgqueue/internal/jobsql"
 )
 
@@ -24,6 +25,11 @@ const staleFenceCode = "PQF01"
 // the check nor slip a write in after a newer holder's. Equal tokens pass,
 // so one holder may write many times.
 //
+// The wait for that lock is bounded by Config.FenceLockTimeout (5 s by
+// default): an earlier holder stalled inside its transaction, after its
+// check and before its commit, holds the row, and past the bound
+// CheckFenceTx returns ErrFenceBusy. Roll tx back then.
+//
 // A handler fences the writes it makes on its job's behalf in one call with
 // Job.CheckFenceTx, which picks the resource and token. In SQL the same check is the function <schema>.check_fence(resource, token),
 // which raises SQLSTATE PQF01.
@@ -31,9 +37,12 @@ func (c *Client) CheckFenceTx(ctx context.Context, tx pgx.Tx, resource string, t
 	if enqueue.IsNilValue(tx) {
 		return fmt.Errorf("check fence %q: %w", resource, errNilTx)
 	}
-	if _, err := tx.Exec(ctx, c.q.CheckFence, resource, token); err != nil {
+	if err := fence.Check(ctx, tx, c.q.CheckFence, resource, token, c.config.FenceLockTimeout); err != nil {
 		if IsStaleFence(err) {
 			return fmt.Errorf("check fence %q token %d: %w", resource, token, ErrStaleFence)
+		}
+		if fence.IsBusy(err) {
+			return fmt.Errorf("check fence %q token %d: another transaction held the fence row for %s (FenceLockTimeout): %w (%w)", resource, token, c.config.FenceLockTimeout, ErrFenceBusy, err)
 		}
 		return dbError(fmt.Sprintf("check fence %q", resource), err)
 	}

@@ -236,8 +236,20 @@ func (mg *Migrator) run(ctx context.Context, op string, step func() error) (_ Mi
 //
 // When the schema is at this version already, Migrate only reads its
 // version table: an application role that holds just the grants of
-// GrantsSQL can call it at every start.
+// GrantsSQL can call it at every start, through a pooler too. Behind a
+// pooler, a pool in an exec mode that cannot work there gets
+// ErrPoolerExecMode before any other statement, as from Client.Start.
 func Migrate(ctx context.Context, pool *pgxpool.Pool, schema string) (MigrateResult, error) {
+	if pool == nil {
+		return MigrateResult{}, errNilPool
+	}
+	if err := sqlschema.Validate(schema); err != nil {
+		return MigrateResult{}, err
+	}
+	// Before the version is read in the pool's mode (see checkPool).
+	if _, err := checkPoolExecMode(ctx, pool, "migrate"); err != nil {
+		return MigrateResult{}, err
+	}
 	if v, ok, err := schemaCurrent(ctx, pool, schema); err != nil || ok {
 		return MigrateResult{From: v, To: v}, err
 	}

@@ -18,13 +18,15 @@ import (
 )
 
 // throughPgBouncer returns a fresh database's direct connection string and
-// the same database through a PgBouncer of the test's own.
+// the same database through a PgBouncer of the test's own, run from the
+// shipped configuration with a pool of 4 server connections, so that
+// clients share backends and a session's state meets the next client.
 func throughPgBouncer(t *testing.T) (direct, pooled string) {
 	t.Helper()
 	direct = pgtest.DB().NewDatabase(t)
 	cfg, err := pgx.ParseConfig(direct)
 	must(t, err)
-	return direct, pgbouncer.Require(t, direct, nil).ConnString(cfg.Database)
+	return direct, pgbouncer.Require(t, direct, &pgbouncer.Options{PoolSize: 4}).ConnString(cfg.Database)
 }
 
 // Through PgBouncer in transaction mode, the modes that keep no prepared

@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/pgqueue/pgqueue/internal/pgsession"
 	"github.com/pgqueue/pgqueue/internal/schemaversion"
@@ -19,24 +20,42 @@ type sessionPlan struct {
 	listen *pgx.ConnConfig
 }
 
-// planSessions checks the pool, and Config.DirectConnConfig if set, and
-// decides where notifications come from. Behind a pooler it refuses the
-// exec modes that cannot work there, and without a direct connection it
-// polls and says so once.
-func (c *Client) planSessions(ctx context.Context) (*sessionPlan, error) {
-	conn, err := c.pool.Acquire(ctx)
+// checkPool finds out whether the pool goes through a pooler and, behind
+// one, refuses the exec modes that cannot work there. Start runs it
+// before any other statement: a statement in such a mode would fail first
+// (a named statement another process left on the shared backend: 42P05),
+// and hide the real cause behind an error that changes from one start to
+// the next.
+func (c *Client) checkPool(ctx context.Context) (pooled bool, err error) {
+	return checkPoolExecMode(ctx, c.pool, "start")
+}
+
+// checkPoolExecMode is checkPool for any caller that is about to run
+// statements in the pool's exec mode (Start, Migrate); op prefixes its
+// errors. Its own statement is in simple protocol, which every pooler and
+// every exec mode pass.
+func checkPoolExecMode(ctx context.Context, pool *pgxpool.Pool, op string) (pooled bool, err error) {
+	conn, err := pool.Acquire(ctx)
 	if err != nil {
-		return nil, dbError("start: check connection", err)
+		return false, dbError(op+": connect", err)
 	}
 	err = pgsession.Check(ctx, conn.Conn())
 	conn.Release()
-	plan := &sessionPlan{pooled: errors.Is(err, pgsession.ErrPooled)}
-	if err != nil && !plan.pooled {
-		return nil, dbError("start: check connection", err)
+	pooled = errors.Is(err, pgsession.ErrPooled)
+	if err != nil && !pooled {
+		return false, dbError(op+": check connection", err)
 	}
-	if mode := c.pool.Config().ConnConfig.DefaultQueryExecMode; plan.pooled && !poolerSafe(mode) {
-		return nil, fmt.Errorf("%w: the pool's default_query_exec_mode is %s; use cache_describe, exec or simple_protocol", ErrPoolerExecMode, mode)
+	if mode := pool.Config().ConnConfig.DefaultQueryExecMode; pooled && !poolerSafe(mode) {
+		return true, fmt.Errorf("%s: %w: the pool's default_query_exec_mode is %s; use cache_describe, exec or simple_protocol", op, ErrPoolerExecMode, mode)
 	}
+	return pooled, nil
+}
+
+// planSessions checks Config.DirectConnConfig if set, and decides where
+// notifications come from, given what checkPool found of the pool.
+// Without a direct connection behind a pooler it polls and says so once.
+func (c *Client) planSessions(ctx context.Context, pooled bool) (*sessionPlan, error) {
+	plan := &sessionPlan{pooled: pooled}
 	cfg := c.config
 	if cfg.DirectConnConfig != nil {
 		// Checked even when nothing listens: session locks use it too.

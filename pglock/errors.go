@@ -37,6 +37,14 @@ var (
 	// for it too, as the error also wraps check_fence's PQF01 error.
 	ErrStaleFence = errors.New("pglock: stale fence token")
 
+	// ErrFenceBusy is returned by CheckFenceTx when another transaction
+	// held the resource's fence row for the whole bound
+	// (Config.FenceLockTimeout, DefaultFenceLockTimeout for the free
+	// function): a holder stalled between its check and its commit. The
+	// caller's transaction is aborted: roll back. It also wraps the
+	// server's lock_timeout error (SQLSTATE 55P03).
+	ErrFenceBusy = errors.New("pglock: fence row busy: another transaction holds it")
+
 	// ErrNotLocked is returned by SessionLock.Unlock when PostgreSQL
 	// answered that the session did not hold the lock, or when it was
 	// unlocked already.

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -36,7 +37,18 @@ type Config struct {
 	// Default: the pool's ConnConfig. It is copied; the lock checks that
 	// it reaches PostgreSQL directly every time it dials.
 	DirectConnConfig *pgx.ConnConfig
+
+	// FenceLockTimeout bounds how long the Locker's CheckFenceTx waits for
+	// the fence row's lock, which an earlier holder keeps until its
+	// transaction ends; past it CheckFenceTx returns ErrFenceBusy.
+	// Default DefaultFenceLockTimeout; negative means no bound.
+	FenceLockTimeout time.Duration
 }
+
+// DefaultFenceLockTimeout is the bound of CheckFenceTx's wait for the
+// fence row's lock: Config.FenceLockTimeout's default, and the bound of
+// the package's free CheckFenceTx.
+const DefaultFenceLockTimeout = 5 * time.Second
 
 // Locker takes locks in one schema through one pool. It holds no state of
 // its own beyond the prepared statement texts, so it is safe for
@@ -47,6 +59,8 @@ type Locker struct {
 	schema string
 	log    *slog.Logger
 	q      queries
+	// fenceLockTimeout is Config.FenceLockTimeout with its default.
+	fenceLockTimeout time.Duration
 }
 
 // queries holds every statement of sql/, with the schema filled in.
@@ -65,7 +79,8 @@ func New(pool *pgxpool.Pool, config *Config) (*Locker, error) {
 	if config != nil {
 		c = *config
 	}
-	l := &Locker{pool: pool, schema: cmp.Or(c.Schema, sqlschema.Default), log: c.Logger}
+	l := &Locker{pool: pool, schema: cmp.Or(c.Schema, sqlschema.Default), log: c.Logger,
+		fenceLockTimeout: cmp.Or(c.FenceLockTimeout, DefaultFenceLockTimeout)}
 	if l.log == nil {
 		l.log = warnlog.Default()
 	}

@@ -20,7 +20,8 @@ once.
 
 Subcommands:
 
-	up          apply every migration not yet applied
+	up          apply every migration not yet applied; on a current
+	            schema it only reads, so it works through a pooler too
 	down N      revert the last N migrations
 	down --all  revert every migration: drops pgqueue's tables and their jobs
 	version     print the applied version: "2", "2 (dirty)" or "none";
@@ -133,14 +134,24 @@ func runMigrate(ctx context.Context, args []string, stdout, stderr io.Writer) in
 }
 
 func migrate(ctx context.Context, a migrateArgs, stdout io.Writer) error {
-	pool, err := pgxpool.New(ctx, a.databaseURL)
+	pool, err := openPool(ctx, a.databaseURL)
 	if err != nil {
-		return fmt.Errorf("connect: %w", err)
+		return err
 	}
 	defer pool.Close()
 	if a.action == "version" {
 		// Not through the Migrator: it creates the schema and its table.
 		return printVersion(ctx, pool, a, stdout)
+	}
+	if a.action == "up" {
+		// As a program's pgqueue.Migrate: a current schema is only read,
+		// so this works through a pooler too.
+		res, err := pgqueue.Migrate(ctx, pool, a.schema)
+		if err != nil {
+			return err
+		}
+		printResult(stdout, "migrated", a.schema, res)
+		return nil
 	}
 	mg, err := pgqueue.NewMigrator(ctx, pool, a.schema)
 	if err != nil {
@@ -149,12 +160,6 @@ func migrate(ctx context.Context, a migrateArgs, stdout io.Writer) error {
 	defer mg.Close()
 
 	switch a.action {
-	case "up":
-		res, err := mg.Up(ctx)
-		if err != nil {
-			return err
-		}
-		printResult(stdout, "migrated", a.schema, res)
 	case "down":
 		if !a.ignore {
 			if err := refuseWhileActive(ctx, pool, a.schema); err != nil {

@@ -130,9 +130,9 @@ func (f *timeFlag) Set(s string) error {
 // works no queue: New touches nothing, and every call made with it is
 // the command's own.
 func (f *dbFlags) connect(ctx context.Context) (*pgxpool.Pool, *pgqueue.Client, error) {
-	pool, err := pgxpool.New(ctx, f.databaseURL)
+	pool, err := openPool(ctx, f.databaseURL)
 	if err != nil {
-		return nil, nil, fmt.Errorf("connect: %w", err)
+		return nil, nil, err
 	}
 	client, err := pgqueue.New(pool, &pgqueue.Config{Schema: f.schema})
 	if err != nil {

@@ -1,6 +1,7 @@
 package pgbouncer
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -11,12 +12,13 @@ import (
 	"os/user"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	shipped "github.com/pgqueue/pgqueue/deploy/pgbouncer"
 )
 
 // Binary is the program started: Debian's pgbouncer package.
@@ -25,11 +27,12 @@ const Binary = "pgbouncer"
 // ErrNotInstalled is returned by Start when pgbouncer is not on PATH.
 var ErrNotInstalled = errors.New("pgbouncer not installed (apt-get install pgbouncer)")
 
-// Options shape the pooler. The zero value is transaction mode with a
-// pool of 4 server connections per database and user.
+// Options shape the pooler. The zero value runs the shipped
+// configuration (deploy/pgbouncer/pgbouncer.ini) as it is.
 type Options struct {
-	// PoolSize is default_pool_size: server connections per database and
-	// user. Small, so that clients share backends. Default 4.
+	// PoolSize, when positive, replaces the shipped default_pool_size:
+	// server connections per database and user. Tests that want clients
+	// to share backends make it small.
 	PoolSize int
 }
 
@@ -38,6 +41,7 @@ type Server struct {
 	dir      string
 	cmd      *exec.Cmd
 	upstream *pgx.ConnConfig
+	password string // the test user's, in the auth file and ConnString
 	port     int
 	done     chan struct{}
 }
@@ -77,10 +81,6 @@ func Start(ctx context.Context, connString string, opts *Options) (_ *Server, er
 	if opts == nil {
 		opts = &Options{}
 	}
-	poolSize := opts.PoolSize
-	if poolSize <= 0 {
-		poolSize = 4
-	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, err
@@ -96,39 +96,43 @@ func Start(ctx context.Context, connString string, opts *Options) (_ *Server, er
 			_ = os.RemoveAll(dir)
 		}
 	}()
-	// Every client logs in as the upstream's user (auth_type any), so the
-	// user list only has to exist.
-	server := fmt.Sprintf("host=%s port=%d user=%s", up.Host, up.Port, up.User)
-	if up.Password != "" {
-		server += " password=" + up.Password
+	// Clients log in as the upstream's user with its password (or one of
+	// the test's, which a server that trusts the user ignores), through
+	// the shipped auth_type; PgBouncer logs in upstream with the same.
+	password := cmp.Or(up.Password, "pgbouncer-test")
+	upstream := fmt.Sprintf("host=%s port=%d", up.Host, up.Port)
+	set := map[string]string{
+		"listen_addr":     "127.0.0.1",
+		"listen_port":     strconv.Itoa(port),
+		"unix_socket_dir": "",
+		"auth_file":       filepath.Join(dir, "userlist.txt"),
+		"admin_users":     up.User,
+		"logfile":         filepath.Join(dir, "pgbouncer.log"),
+		"pidfile":         filepath.Join(dir, "pgbouncer.pid"),
 	}
-	ini := strings.Join([]string{
-		"[databases]",
-		"* = " + server,
-		"[pgbouncer]",
-		"listen_addr = 127.0.0.1",
-		"listen_port = " + strconv.Itoa(port),
-		"unix_socket_dir =",
-		"auth_type = any",
-		"auth_file = " + filepath.Join(dir, "userlist.txt"),
-		"pool_mode = transaction",
-		"default_pool_size = " + strconv.Itoa(poolSize),
-		"max_client_conn = 2000",
-		// What a production setup has: nothing reset between clients, so
-		// a session's state leaks to the next one, as it does in the wild.
-		"server_reset_query =",
-		"ignore_startup_parameters = extra_float_digits",
-		"logfile = " + filepath.Join(dir, "pgbouncer.log"),
-		"",
-	}, "\n")
+	if opts.PoolSize > 0 {
+		set["default_pool_size"] = strconv.Itoa(opts.PoolSize)
+	}
+	ini, err := Render(shipped.INI, upstream, set)
+	if err != nil {
+		return nil, err
+	}
 	if err := os.WriteFile(filepath.Join(dir, "pgbouncer.ini"), []byte(ini), 0o644); err != nil {
 		return nil, err
 	}
-	if err := os.WriteFile(filepath.Join(dir, "userlist.txt"), []byte(`"`+up.User+`" ""`+"\n"), 0o644); err != nil {
+	userlist := shipped.Userlist + fmt.Sprintf("%q %q\n", up.User, password)
+	if err := os.WriteFile(filepath.Join(dir, "userlist.txt"), []byte(userlist), 0o644); err != nil {
 		return nil, err
 	}
-	s := &Server{dir: dir, upstream: up, port: port, done: make(chan struct{})}
+	s := &Server{dir: dir, upstream: up, password: password, port: port, done: make(chan struct{})}
 	s.cmd = exec.Command(bin, filepath.Join(dir, "pgbouncer.ini"))
+	// What it says before its log file is open (a setting it refuses).
+	stderr, err := os.Create(filepath.Join(dir, "stderr.log"))
+	if err != nil {
+		return nil, err
+	}
+	defer stderr.Close()
+	s.cmd.Stdout, s.cmd.Stderr = stderr, stderr
 	attr, err := procAttr(dir)
 	if err != nil {
 		return nil, err
@@ -172,19 +176,16 @@ func (s *Server) await(ctx context.Context) error {
 // ConnString returns a connection string for database dbname through the
 // pooler.
 func (s *Server) ConnString(dbname string) string {
-	u := url.URL{Scheme: "postgres", Host: net.JoinHostPort("127.0.0.1", strconv.Itoa(s.port)), Path: "/" + dbname, RawQuery: "sslmode=disable"}
-	if s.upstream.Password != "" {
-		u.User = url.UserPassword(s.upstream.User, s.upstream.Password)
-	} else {
-		u.User = url.User(s.upstream.User)
-	}
+	u := url.URL{Scheme: "postgres", Host: net.JoinHostPort("127.0.0.1", strconv.Itoa(s.port)), Path: "/" + dbname, RawQuery: "sslmode=disable",
+		User: url.UserPassword(s.upstream.User, s.password)}
 	return u.String()
 }
 
 // Log returns what pgbouncer logged so far.
 func (s *Server) Log() string {
+	early, _ := os.ReadFile(filepath.Join(s.dir, "stderr.log"))
 	b, _ := os.ReadFile(filepath.Join(s.dir, "pgbouncer.log"))
-	return string(b)
+	return string(early) + string(b)
 }
 
 // Close stops pgbouncer, closing its server connections (and so ending
