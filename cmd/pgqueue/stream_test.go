@@ -13,7 +13,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -220,29 +219,17 @@ func TestJobsControlByFilter(t *testing.T) {
 	control(exitUsage, "retry", "--all", "--batch", "0")
 }
 
-// cliBinary builds the pgqueue binary once for the tests that run it as
-// a process of its own.
-var cliBinary = sync.OnceValues(func() (string, error) {
-	dir, err := os.MkdirTemp("", "pgqueue-cli-bin-")
-	if err != nil {
-		return "", err
-	}
-	bin := filepath.Join(dir, "pgqueue")
+// buildCLI builds the pgqueue binary into a directory of the test's, for
+// the tests that run it as a process of its own (go build's cache makes
+// the second build cheap).
+func buildCLI(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "pgqueue")
 	cmd := exec.Command("go", "build", "-o", bin, ".")
 	cmd.Env = append(os.Environ(), "GOWORK=off")
 	if out, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("go build: %v\n%s", err, out)
+		t.Fatalf("go build: %v\n%s", err, out)
 	}
-	return bin, nil
-})
-
-func buildCLI(t *testing.T) string {
-	t.Helper()
-	bin, err := cliBinary()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = os.RemoveAll(filepath.Dir(bin)) })
 	return bin
 }
 
