@@ -18,6 +18,7 @@ import (
 	"github.com/pgqueue/pgqueue/internal/maintenance"
 	"github.com/pgqueue/pgqueue/internal/notifier"
 	"github.com/pgqueue/pgqueue/internal/producer"
+	"github.com/pgqueue/pgqueue/internal/schemawatch"
 	"github.com/pgqueue/pgqueue/pglock"
 )
 
@@ -49,6 +50,8 @@ type Client struct {
 
 	// periodic are the periodic jobs the maintenance leader enqueues.
 	periodic *PeriodicJobs
+	// watch is the schema watch of the last Start (SchemaErr).
+	watch atomic.Pointer[schemawatch.Watch]
 }
 
 // New returns a client on pool. A nil config means defaults (see Config).
@@ -86,6 +89,17 @@ func New(pool *pgxpool.Pool, config *Config) (*Client, error) {
 // ID returns the client's ID, as stored in the worker_id of the jobs it
 // claims.
 func (c *Client) ID() string { return c.config.ID }
+
+// SchemaErr returns nil while the schema is current, and an error wrapping
+// ErrSchemaOutdated once the started client's statements (polls, claims,
+// maintenance) found it dropped or migrated down below the version this
+// client needs. While it is not nil the client holds those statements
+// back (250 ms doubling to 4 s between tries) and logs the state once;
+// when the schema is migrated up again it says so and returns nil. A
+// readiness check (workerkit's /readyz) reports not ready meanwhile.
+// Start refuses an outdated schema itself, so a client never started
+// returns nil.
+func (c *Client) SchemaErr() error { return c.watch.Load().Err() }
 
 // started is what Start built and Stop tears down. Only the Client reads
 // it: each component was handed what it uses when it was built.
@@ -170,8 +184,10 @@ func (c *Client) Start(ctx context.Context) error {
 	go s.heartbeats.Run()
 
 	exec := executor.New(c.executorConfig(active, s.completer, outcomes, obs, jobs))
-	// One watch: the poller and the claims stop and start again together.
-	watch := &producer.SchemaWatch{Pool: c.pool, Schema: cfg.Schema, Log: cfg.Logger}
+	// One watch: the poller, the claims and the maintenance tasks stop
+	// and start again together.
+	watch := &schemawatch.Watch{Pool: c.pool, Schema: cfg.Schema, Log: c.log}
+	c.watch.Store(watch)
 	claims := &producer.Claimer{Pool: c.pool, Queries: c.q, Base: base, JobLease: cfg.JobLease, ClientID: cfg.ID, Schema: cfg.Schema,
 		Log: c.log, Claimed: cfg.Observer.Claimed, Watch: watch}
 	for name, qc := range cfg.Queues {
@@ -239,13 +255,15 @@ func (c *Client) Start(ctx context.Context) error {
 		Elector: elector,
 		Log:     c.log,
 		Scheduler: &maintenance.Scheduler{Pool: c.pool, Q: c.q, Log: c.log, Base: base, Channel: c.channel,
-			Interval: cfg.SchedulerInterval, Wake: c.wake},
+			Interval: cfg.SchedulerInterval, Wake: c.wake, Watch: watch},
 		Rescuer: &maintenance.Rescuer{Pool: c.pool, Q: c.q, Log: c.log, Rescued: cfg.Observer.Rescued, ClientID: cfg.ID, Base: base, Retry: cfg.RetryPolicy,
-			Interval: cfg.RescueInterval, BeforeWrite: c.testHooks.beforeRescueWrite},
+			Interval: cfg.RescueInterval, BeforeWrite: c.testHooks.beforeRescueWrite, Watch: watch},
 		Pruner: &maintenance.Pruner{Pool: c.pool, Q: c.q, Log: c.log, Interval: cfg.PruneInterval,
-			Completed: cfg.CompletedJobRetention, Cancelled: cfg.CancelledJobRetention, Discarded: cfg.DiscardedJobRetention},
+			Completed: cfg.CompletedJobRetention, Cancelled: cfg.CancelledJobRetention, Discarded: cfg.DiscardedJobRetention, Watch: watch},
 		Periodic: c.periodicEnqueuer(base),
+		Watch:    watch,
 	}
+	leader.Periodic.Watch = watch
 	// withDefaults leaves Observer never nil.
 	if obs := cfg.Observer; obs.Queues != nil {
 		leader.ReportQueues = func(ctx context.Context) error {

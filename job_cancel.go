@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/jackc/pgx/v5"
 )
@@ -58,4 +59,61 @@ func (c *Client) JobCancelTx(ctx context.Context, tx pgx.Tx, id int64) (*JobRow,
 func scanCancelled(row pgx.Row) (*JobRow, error) {
 	var s jobFullScanner
 	return s.scan(row)
+}
+
+// JobCancelMany is JobCancel for the jobs of ids, in one statement:
+// scheduled and available jobs are cancelled at once (Changed), running
+// ones have their cancel requested and their holders told
+// (CancelRequested), final ones are left as they were (Unchanged), and
+// ids no job has are NotFound.
+func (c *Client) JobCancelMany(ctx context.Context, ids []int64) (*JobManyResult, error) {
+	if err := ctxError(ctx, "cancel jobs"); err != nil {
+		return nil, err
+	}
+	return c.jobCancelMany(ctx, c.pool, ids)
+}
+
+// JobCancelManyTx is JobCancelMany inside the caller's transaction: the
+// jobs are cancelled, and running jobs' holders told, only when tx
+// commits.
+func (c *Client) JobCancelManyTx(ctx context.Context, tx pgx.Tx, ids []int64) (*JobManyResult, error) {
+	if err := ctxError(ctx, "cancel jobs"); err != nil {
+		return nil, err
+	}
+	return c.jobCancelMany(ctx, tx, ids)
+}
+
+func (c *Client) jobCancelMany(ctx context.Context, db rowQuerier, ids []int64) (*JobManyResult, error) {
+	const op = "cancel jobs"
+	rows, err := db.Query(ctx, c.q.JobCancelMany, ids, c.control)
+	if err != nil {
+		return nil, dbError(op, err)
+	}
+	var (
+		id     int64
+		result string
+	)
+	outcomes := map[int64]string{}
+	if _, err := pgx.ForEachRow(rows, []any{&id, &result}, func() error {
+		outcomes[id] = result
+		return nil
+	}); err != nil {
+		return nil, dbError(op, err)
+	}
+	res := &JobManyResult{}
+	ids = slices.Clone(ids)
+	slices.Sort(ids)
+	for _, id := range slices.Compact(ids) {
+		switch o, ok := outcomes[id]; {
+		case !ok:
+			res.NotFound = append(res.NotFound, id)
+		case o == "cancelled":
+			res.Changed = append(res.Changed, id)
+		case o == "requested":
+			res.CancelRequested = append(res.CancelRequested, id)
+		default: // "unchanged:<state>": final already
+			res.Unchanged = append(res.Unchanged, id)
+		}
+	}
+	return res, nil
 }

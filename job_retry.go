@@ -79,18 +79,26 @@ func (c *Client) jobRetry(ctx context.Context, db rowQuerier, id int64) (*JobRow
 	}
 }
 
-// JobManyResult says what JobRetryMany or JobDeleteMany did with each id
-// it was given. Each list is in ascending order; an id given twice counts
-// once.
+// JobManyResult says what JobRetryMany, JobDeleteMany or JobCancelMany
+// did with each id it was given. Each list is in ascending order; an id
+// given twice counts once.
 type JobManyResult struct {
-	// Changed holds the jobs retried (available now) or deleted.
+	// Changed holds the jobs retried (available now), deleted or
+	// cancelled.
 	Changed []int64
 	// Unchanged holds the jobs JobRetryMany left as they were because they
-	// were available already. JobDeleteMany leaves it empty.
+	// were available already, and those JobCancelMany left because they
+	// had ended already (completed, discarded or cancelled). JobDeleteMany
+	// leaves it empty.
 	Unchanged []int64
-	// Running holds the jobs skipped because they were running: their
-	// holders' fences and leases were not touched.
+	// Running holds the jobs JobRetryMany and JobDeleteMany skipped
+	// because they were running: their holders' fences and leases were not
+	// touched. JobCancelMany leaves it empty.
 	Running []int64
+	// CancelRequested holds the running jobs whose cancel JobCancelMany
+	// requested, as JobCancel does for one: their holders are told and
+	// end them cancelled. The other calls leave it empty.
+	CancelRequested []int64
 	// NotFound holds the ids no job has.
 	NotFound []int64
 }

@@ -120,6 +120,10 @@ func (e *Elector) Nudge() {
 // renewal, or (with SessionFailover) the leader's session was found gone.
 // lead must return promptly once its context is done; Run waits for it
 // before campaigning again, and resigns the term when ctx ends.
+// A campaign that fails (the database down, the schema's tables gone) is
+// logged once, at Error; the next campaigns wait longer each time (up to
+// 30 s, or RetryInterval when longer), and the first that works again is
+// logged at Info.
 func (e *Elector) Run(ctx context.Context, lead func(ctx context.Context, term int64)) {
 	var s *electorSession
 	var tries <-chan time.Time
@@ -132,6 +136,7 @@ func (e *Elector) Run(ctx context.Context, lead func(ctx context.Context, term i
 	}
 	retry := time.NewTimer(0)
 	defer retry.Stop()
+	var failing campaignFailures
 	for {
 		select {
 		case <-ctx.Done():
@@ -154,13 +159,57 @@ func (e *Elector) Run(ctx context.Context, lead func(ctx context.Context, term i
 			}
 		}
 		lease, err := e.campaign(ctx, s)
-		if err == nil {
+		switch {
+		case err == nil:
+			failing.ended(ctx, e)
 			e.serve(ctx, lease, s, lead)
-		} else if !errors.Is(err, ErrBusy) && ctx.Err() == nil {
-			e.l.log.Error("pglock: leader election failed", "lease", e.name, "err", err)
+		case errors.Is(err, ErrBusy):
+			failing.ended(ctx, e)
+		case ctx.Err() == nil:
+			failing.failed(ctx, e, err)
 		}
-		retry.Reset(e.cfg.RetryInterval)
+		retry.Reset(failing.wait(e.cfg.RetryInterval))
 	}
+}
+
+// campaignFailures follows a run of failed campaigns (the database down,
+// the leases table dropped): the first is logged, the next ones wait
+// longer each time (RetryInterval doubling up to campaignBackoffMax, or
+// RetryInterval when longer), and the first campaign that works again
+// says how many failed. A campaign failing every RetryInterval logged an
+// ERROR each time.
+type campaignFailures struct {
+	n     int
+	since time.Time
+}
+
+// campaignBackoffMax bounds the wait between failed campaigns.
+const campaignBackoffMax = 30 * time.Second
+
+func (f *campaignFailures) failed(ctx context.Context, e *Elector, err error) {
+	f.n++
+	if f.n == 1 {
+		f.since = time.Now()
+		e.l.log.ErrorContext(ctx, "pglock: leader election failed; trying again less often until it works", "lease", e.name, "err", err)
+	}
+}
+
+func (f *campaignFailures) ended(ctx context.Context, e *Elector) {
+	if f.n == 0 {
+		return
+	}
+	e.l.log.InfoContext(ctx, "pglock: leader election works again", "lease", e.name, "failures", f.n,
+		"for", time.Since(f.since).Round(time.Millisecond))
+	f.n = 0
+}
+
+// wait returns the wait before the next campaign.
+func (f *campaignFailures) wait(retry time.Duration) time.Duration {
+	d := retry
+	for i := 1; i < f.n && d < campaignBackoffMax; i++ {
+		d *= 2
+	}
+	return min(d, max(retry, campaignBackoffMax))
 }
 
 // campaign tries to take the lease once. With a session that holds (or

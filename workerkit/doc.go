@@ -25,8 +25,10 @@
 //     back. A second signal cancels them at once. The exit code is 0 either
 //     way: the process stopped because it was asked to.
 //   - With an HTTP address: /healthz (200 while the process runs),
-//     /readyz (200 once started while the database answers; 503 while
-//     starting and draining) and /metrics in the Prometheus text format.
+//     /readyz (200 once started while the database answers and the
+//     schema is current; 503 while starting and draining, and while the
+//     schema is dropped or migrated down under it) and /metrics in the
+//     Prometheus text format.
 //   - Optional migrate-on-start (--migrate), for a service that owns its
 //     database alone; off by default.
 //   - Logs through log/slog: JSON, or text when stderr is a terminal. The

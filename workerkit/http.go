@@ -27,9 +27,10 @@ func (p *process) handler() http.Handler {
 	return mux
 }
 
-// readyz answers 200 once the client started and while the database
-// answers; 503 while starting, while draining, and when the database does
-// not answer within pingTimeout.
+// readyz answers 200 once the client started, while the database answers
+// and its schema is current; 503 while starting, while draining, when the
+// database does not answer within pingTimeout, and while the client finds
+// its schema dropped or migrated down (Client.SchemaErr).
 func (p *process) readyz(w http.ResponseWriter, r *http.Request) {
 	switch p.state.Load() {
 	case stateStarting:
@@ -44,6 +45,12 @@ func (p *process) readyz(w http.ResponseWriter, r *http.Request) {
 	if err := p.pool.Load().Ping(ctx); err != nil {
 		http.Error(w, "database unreachable: "+err.Error(), http.StatusServiceUnavailable)
 		return
+	}
+	if c := p.client.Load(); c != nil {
+		if err := c.SchemaErr(); err != nil {
+			http.Error(w, "schema not ready: "+err.Error(), http.StatusServiceUnavailable)
+			return
+		}
 	}
 	fmt.Fprintln(w, "ready")
 }

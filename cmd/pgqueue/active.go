@@ -11,9 +11,10 @@ import (
 	"github.com/pgqueue/pgqueue/internal/sqlschema"
 )
 
-// activeClients lists the clients working schema now (see
-// sql/active_clients.sql), as "leader HOLDER" and "worker ID": none when
-// the schema has no leases table yet (before migration 3) or no tables.
+// activeClients lists the processes working schema now (see
+// sql/active_clients.sql), one per client ID, as "ID (leader, 2 running
+// jobs)": none when the schema has no leases table yet (before migration
+// 3) or no tables.
 func activeClients(ctx context.Context, pool *pgxpool.Pool, schema string) ([]string, error) {
 	var ready, q string
 	if err := sqlschema.Load(sqlFiles, "sql", schema, map[string]*string{"active_clients_ready": &ready, "active_clients": &q}); err != nil {
@@ -30,9 +31,25 @@ func activeClients(ctx context.Context, pool *pgxpool.Pool, schema string) ([]st
 		return nil, err
 	}
 	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (string, error) {
-		var what, holder string
-		err := row.Scan(&what, &holder)
-		return what + " " + holder, err
+		var (
+			id     string
+			leader bool
+			jobs   int64
+		)
+		if err := row.Scan(&id, &leader, &jobs); err != nil {
+			return "", err
+		}
+		var what []string
+		if leader {
+			what = append(what, "leader")
+		}
+		switch {
+		case jobs == 1:
+			what = append(what, "1 running job")
+		case jobs > 1:
+			what = append(what, fmt.Sprintf("%d running jobs", jobs))
+		}
+		return id + " (" + strings.Join(what, ", ") + ")", nil
 	})
 }
 
@@ -43,8 +60,12 @@ func refuseWhileActive(ctx context.Context, pool *pgxpool.Pool, schema string) e
 	if err != nil {
 		return fmt.Errorf("migrate down: look for active clients: %w", err)
 	}
-	if len(active) > 0 {
-		return fmt.Errorf("migrate down: refused: %d client(s) work schema %s now (%s); stop them first, or pass --ignore-active", len(active), schema, strings.Join(active, ", "))
+	if n := len(active); n > 0 {
+		procs := "1 process works"
+		if n > 1 {
+			procs = fmt.Sprintf("%d processes work", n)
+		}
+		return fmt.Errorf("migrate down: refused: %s schema %s now (%s); stop them first, or pass --ignore-active", procs, schema, strings.Join(active, "; "))
 	}
 	return nil
 }

@@ -54,7 +54,7 @@ func TestMigrateDownRefusedWhileActive(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	code, out := migrateCmd("down", "1")
-	if code != exitError || !strings.Contains(out, "refused") || !strings.Contains(out, "leader client-under-test") {
+	if code != exitError || !strings.Contains(out, "refused") || !strings.Contains(out, "client-under-test (leader)") {
 		t.Fatalf("down while a client runs: exit %d: %s", code, out)
 	}
 	if code, out := migrateCmd("version"); code != exitOK || strings.TrimSpace(out) != fmt.Sprint(schemaversion.Latest()) {
@@ -70,5 +70,31 @@ func TestMigrateDownRefusedWhileActive(t *testing.T) {
 	}
 	if code, out := migrateCmd("up", "--ignore-active"); code != exitUsage {
 		t.Fatalf("up --ignore-active: %d %s", code, out)
+	}
+}
+
+// A process counts once, however many roles it plays: its client leads
+// maintenance and runs jobs under one ID. The old refusal said "2
+// client(s)" for it (its leader row and its workers' row).
+func TestMigrateDownCountsProcesses(t *testing.T) {
+	t.Parallel()
+	b := setupOps(t) // one started client, ID ops-worker, running two jobs
+	ctx := t.Context()
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		var n int
+		must(t, b.pool.QueryRow(ctx, `SELECT count(*) FROM pgqueue.leases WHERE holder = $1 AND expires_at > now()`, opsWorkerID).Scan(&n))
+		if n > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("ops-worker never took the leader lease")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	var stdout, stderr bytes.Buffer
+	code := run(ctx, []string{"migrate", "--database-url", b.url, "down", "1"}, &stdout, &stderr)
+	out := stdout.String() + stderr.String()
+	if code != exitError || !strings.Contains(out, "refused: 1 process works schema pgqueue now (ops-worker (leader, 2 running jobs))") {
+		t.Fatalf("down under one process: exit %d: %s", code, out)
 	}
 }

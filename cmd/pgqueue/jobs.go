@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -28,6 +29,10 @@ Subcommands:
 	cancel ID...    cancel jobs; a running job's worker is asked to stop it
 	delete ID...    delete jobs; running jobs are refused (cancel them first)
 
+retry, cancel and delete take, instead of ids, the filters of list (or
+--all for every job): they then act on every job that passes them, a
+--batch of jobs (default 1000) per statement, and print counts.
+
 Flags of list (filters combine; each list flag may be repeated or take
 comma-separated values):
 
@@ -44,12 +49,18 @@ comma-separated values):
 	--asc           oldest first instead of newest first
 	--limit N       page size (default 20, at most 10000)
 	--cursor C      the page after the one that printed this cursor
+	--all           every job, page after page (from --cursor, if given),
+	                printed as it is read: memory stays that of one page
+	--batch N       the page size of --all (default 1000, at most 10000)
+	--ndjson        one JSON object per line, for jq and | head; a single
+	                page's next cursor goes to stderr
 
 Flags of every subcommand:
 
 	--database-url URL  database (default: $DATABASE_URL)
 	--schema NAME       schema of pgqueue's tables (default "pgqueue")
-	--json              print JSON instead of a table
+	--json              print JSON instead of a table (list --all: one
+	                    array, written as it is read)
 
 Exit codes: 0 ok; 1 failure (also: a job was running and refused);
 2 usage; 3 a job named does not exist.
@@ -64,7 +75,7 @@ func runJobs(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	var err error
 	switch sub {
 	case "list":
-		err = jobsList(ctx, rest, stdout)
+		err = jobsList(ctx, rest, stdout, stderr)
 	case "get":
 		err = jobsGet(ctx, rest, stdout)
 	case "retry", "cancel", "delete":
@@ -109,10 +120,70 @@ func finish(command, usage string, err error, stdout, stderr io.Writer) int {
 	}
 }
 
+// filterFlags are the job filters of list, and of retry, cancel and
+// delete without ids: the fields of JobListParams that select jobs.
+type filterFlags struct {
+	queues, kinds, states, tags                listFlag
+	argsJSON                                   string
+	createdFrom, createdTo, finalFrom, finalTo timeFlag
+}
+
+func (f *filterFlags) register(fs *flag.FlagSet) {
+	fs.Var(&f.queues, "queue", "")
+	fs.Var(&f.kinds, "kind", "")
+	fs.Var(&f.states, "state", "")
+	fs.Var(&f.tags, "tag", "")
+	fs.StringVar(&f.argsJSON, "args", "", "")
+	fs.Var(&f.createdFrom, "created-after", "")
+	fs.Var(&f.createdTo, "created-before", "")
+	fs.Var(&f.finalFrom, "finalized-after", "")
+	fs.Var(&f.finalTo, "finalized-before", "")
+}
+
+// set reports whether any filter was given.
+func (f *filterFlags) set() bool {
+	return len(f.queues)+len(f.kinds)+len(f.states)+len(f.tags) > 0 || f.argsJSON != "" ||
+		!f.createdFrom.t.IsZero() || !f.createdTo.t.IsZero() || !f.finalFrom.t.IsZero() || !f.finalTo.t.IsZero()
+}
+
+// apply checks the filters and sets them in p.
+func (f *filterFlags) apply(p *pgqueue.JobListParams) error {
+	for _, s := range f.states {
+		switch st := pgqueue.JobState(s); st {
+		case pgqueue.StateScheduled, pgqueue.StateAvailable, pgqueue.StateRunning,
+			pgqueue.StateCompleted, pgqueue.StateDiscarded, pgqueue.StateCancelled:
+			p.States = append(p.States, st)
+		default:
+			return usagef("unknown --state %q", s)
+		}
+	}
+	if f.argsJSON != "" {
+		var obj map[string]any
+		if err := json.Unmarshal([]byte(f.argsJSON), &obj); err != nil {
+			return usagef("--args must be a JSON object: %v", err)
+		}
+		p.ArgsContain = json.RawMessage(f.argsJSON)
+	}
+	p.Queues, p.Kinds, p.Tags = f.queues, f.kinds, f.tags
+	p.CreatedFrom, p.CreatedBefore = f.createdFrom.t, f.createdTo.t
+	p.FinalizedFrom, p.FinalizedBefore = f.finalFrom.t, f.finalTo.t
+	return nil
+}
+
+// defaultBatch is the page size of --all and of retry, cancel and delete
+// by filter: big enough that a round trip per page costs little, small
+// enough that a page of full rows stays a few megabytes.
+const defaultBatch = 1000
+
 // jobsListArgs is a parsed jobs list command line.
 type jobsListArgs struct {
 	readFlags
 	params pgqueue.JobListParams
+	// all pages through every job that passes the filters, a page of
+	// batch at a time, printing each as it comes.
+	all    bool
+	batch  int
+	ndjson bool
 }
 
 func parseJobsList(args []string) (*jobsListArgs, error) {
@@ -120,25 +191,19 @@ func parseJobsList(args []string) (*jobsListArgs, error) {
 	fs := newFlagSet("jobs list")
 	a.register(fs)
 	var (
-		queues, kinds, states, tags                listFlag
-		argsJSON, order, cursor                    string
-		createdFrom, createdTo, finalFrom, finalTo timeFlag
-		asc                                        bool
-		limit                                      int
+		filters       filterFlags
+		order, cursor string
+		asc           bool
+		limit         int
 	)
-	fs.Var(&queues, "queue", "")
-	fs.Var(&kinds, "kind", "")
-	fs.Var(&states, "state", "")
-	fs.Var(&tags, "tag", "")
-	fs.StringVar(&argsJSON, "args", "", "")
-	fs.Var(&createdFrom, "created-after", "")
-	fs.Var(&createdTo, "created-before", "")
-	fs.Var(&finalFrom, "finalized-after", "")
-	fs.Var(&finalTo, "finalized-before", "")
+	filters.register(fs)
 	fs.StringVar(&order, "order", string(pgqueue.JobListOrderID), "")
 	fs.BoolVar(&asc, "asc", false, "")
 	fs.IntVar(&limit, "limit", 20, "")
 	fs.StringVar(&cursor, "cursor", "", "")
+	fs.BoolVar(&a.all, "all", false, "")
+	fs.IntVar(&a.batch, "batch", defaultBatch, "")
+	fs.BoolVar(&a.ndjson, "ndjson", false, "")
 	pos, err := parseArgs(fs, args)
 	if err != nil {
 		return nil, err
@@ -146,8 +211,19 @@ func parseJobsList(args []string) (*jobsListArgs, error) {
 	if len(pos) > 0 {
 		return nil, usagef("list takes no arguments, got %q", pos)
 	}
-	if limit < 1 || limit > pgqueue.MaxJobListLimit {
+	given := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
+	switch {
+	case limit < 1 || limit > pgqueue.MaxJobListLimit:
 		return nil, usagef("--limit must be between 1 and %d", pgqueue.MaxJobListLimit)
+	case a.batch < 1 || a.batch > pgqueue.MaxJobListLimit:
+		return nil, usagef("--batch must be between 1 and %d", pgqueue.MaxJobListLimit)
+	case a.all && given["limit"]:
+		return nil, usagef("--limit is the size of one page; with --all, --batch sets the size of each")
+	case given["batch"] && !a.all:
+		return nil, usagef("--batch goes with --all")
+	case a.json && a.ndjson:
+		return nil, usagef("--json and --ndjson are exclusive")
 	}
 	switch o := pgqueue.JobListOrder(order); o {
 	case pgqueue.JobListOrderID, pgqueue.JobListOrderCreatedAt, pgqueue.JobListOrderRunAt, pgqueue.JobListOrderFinalizedAt:
@@ -155,32 +231,19 @@ func parseJobsList(args []string) (*jobsListArgs, error) {
 	default:
 		return nil, usagef("--order must be id, created_at, run_at or finalized_at, got %q", order)
 	}
-	for _, s := range states {
-		switch st := pgqueue.JobState(s); st {
-		case pgqueue.StateScheduled, pgqueue.StateAvailable, pgqueue.StateRunning,
-			pgqueue.StateCompleted, pgqueue.StateDiscarded, pgqueue.StateCancelled:
-			a.params.States = append(a.params.States, st)
-		default:
-			return nil, usagef("unknown --state %q", s)
-		}
+	if err := filters.apply(&a.params); err != nil {
+		return nil, err
 	}
-	if argsJSON != "" {
-		var obj map[string]any
-		if err := json.Unmarshal([]byte(argsJSON), &obj); err != nil {
-			return nil, usagef("--args must be a JSON object: %v", err)
-		}
-		a.params.ArgsContain = json.RawMessage(argsJSON)
-	}
-	a.params.Queues, a.params.Kinds, a.params.Tags = queues, kinds, tags
-	a.params.CreatedFrom, a.params.CreatedBefore = createdFrom.t, createdTo.t
-	a.params.FinalizedFrom, a.params.FinalizedBefore = finalFrom.t, finalTo.t
 	a.params.Descending = !asc
 	a.params.Limit = limit
+	if a.all {
+		a.params.Limit = a.batch
+	}
 	a.params.Cursor = cursor
 	return a, a.check()
 }
 
-func jobsList(ctx context.Context, args []string, stdout io.Writer) error {
+func jobsList(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	a, err := parseJobsList(args)
 	if err != nil {
 		return err
@@ -190,6 +253,9 @@ func jobsList(ctx context.Context, args []string, stdout io.Writer) error {
 		return err
 	}
 	defer pool.Close()
+	if a.all {
+		return jobsListAll(ctx, client, a, stdout)
+	}
 	res, err := client.JobList(ctx, &a.params)
 	if errors.Is(err, pgqueue.ErrInvalid) {
 		return usagef("--cursor: %v", err)
@@ -197,7 +263,19 @@ func jobsList(ctx context.Context, args []string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	if a.json {
+	switch {
+	case a.ndjson:
+		w := bufio.NewWriter(stdout)
+		if err := writeNDJSON(w, res.Jobs); err != nil {
+			return err
+		}
+		if res.NextCursor != "" {
+			// Not a job: the next page's cursor goes where a reader of
+			// the jobs will not take it for one.
+			fmt.Fprintf(stderr, "next page: --cursor %s\n", res.NextCursor)
+		}
+		return w.Flush()
+	case a.json:
 		out := struct {
 			Jobs       []*jobJSON `json:"jobs"`
 			NextCursor string     `json:"next_cursor,omitempty"`
@@ -207,8 +285,105 @@ func jobsList(ctx context.Context, args []string, stdout io.Writer) error {
 		}
 		return writeJSON(stdout, out)
 	}
-	t := newTable(stdout, "ID", "STATE", "QUEUE", "KIND", "ATTEMPT", "CREATED", "RUN AT", "FINALIZED", "LAST ERROR")
-	for _, j := range res.Jobs {
+	printJobTable(stdout, res.Jobs)
+	if len(res.Jobs) == 0 {
+		fmt.Fprintln(stdout, "(no jobs)")
+	}
+	if res.NextCursor != "" {
+		fmt.Fprintf(stdout, "next page: --cursor %s\n", res.NextCursor)
+	}
+	return nil
+}
+
+// jobsListAll prints every job that passes a's filters, a page of
+// a.batch at a time: each page is read by keyset (JobList's cursor),
+// printed and dropped before the next is read, so memory stays that of
+// one page however many jobs there are. --json prints one JSON array,
+// written as it goes; --ndjson one object per line; the table is aligned
+// page by page.
+func jobsListAll(ctx context.Context, client *pgqueue.Client, a *jobsListArgs, stdout io.Writer) error {
+	w := bufio.NewWriterSize(stdout, 64<<10)
+	n := 0
+	err := eachPage(ctx, client, a.params, func(jobs []*pgqueue.JobRow) error {
+		switch {
+		case a.ndjson:
+			if err := writeNDJSON(w, jobs); err != nil {
+				return err
+			}
+		case a.json:
+			for _, j := range jobs {
+				sep := ",\n"
+				if n == 0 {
+					sep = "[\n"
+				}
+				n++
+				b, err := json.Marshal(newJobJSON(j))
+				if err != nil {
+					return err
+				}
+				w.WriteString(sep)
+				w.Write(b)
+			}
+		default:
+			if len(jobs) > 0 {
+				printJobTable(w, jobs)
+			}
+			n += len(jobs)
+		}
+		// A page at a time to the reader: `| head` sees rows at once, and
+		// a reader gone ends the command at its next write (SIGPIPE).
+		return w.Flush()
+	})
+	if err != nil {
+		return err
+	}
+	switch {
+	case a.json && n == 0:
+		w.WriteString("[]\n")
+	case a.json:
+		w.WriteString("\n]\n")
+	case !a.ndjson && n == 0:
+		fmt.Fprintln(w, "(no jobs)")
+	}
+	return w.Flush()
+}
+
+// eachPage calls f with each page of the jobs that pass params, in its
+// order, from its cursor on, until a page comes back without a next one.
+func eachPage(ctx context.Context, client *pgqueue.Client, params pgqueue.JobListParams, f func([]*pgqueue.JobRow) error) error {
+	for {
+		res, err := client.JobList(ctx, &params)
+		if errors.Is(err, pgqueue.ErrInvalid) {
+			return usagef("--cursor: %v", err)
+		}
+		if err != nil {
+			return err
+		}
+		if err := f(res.Jobs); err != nil {
+			return err
+		}
+		if res.NextCursor == "" {
+			return nil
+		}
+		params.Cursor = res.NextCursor
+	}
+}
+
+// writeNDJSON writes jobs one JSON object per line.
+func writeNDJSON(w io.Writer, jobs []*pgqueue.JobRow) error {
+	enc := json.NewEncoder(w)
+	for _, j := range jobs {
+		if err := enc.Encode(newJobJSON(j)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// printJobTable prints jobs as the table of jobs list.
+func printJobTable(w io.Writer, jobs []*pgqueue.JobRow) {
+	t := newTable(w, "ID", "STATE", "QUEUE", "KIND", "ATTEMPT", "CREATED", "RUN AT", "FINALIZED", "LAST ERROR")
+	for _, j := range jobs {
 		lastErr := "-"
 		if n := len(j.Errors); n > 0 {
 			lastErr = truncate(j.Errors[n-1].Error, 60)
@@ -217,13 +392,6 @@ func jobsList(ctx context.Context, args []string, stdout io.Writer) error {
 			fmt.Sprintf("%d/%d", j.Attempt, j.MaxAttempts), when(j.CreatedAt), when(j.RunAt), when(j.FinalizedAt), lastErr)
 	}
 	t.flush()
-	if len(res.Jobs) == 0 {
-		fmt.Fprintln(stdout, "(no jobs)")
-	}
-	if res.NextCursor != "" {
-		fmt.Fprintf(stdout, "next page: --cursor %s\n", res.NextCursor)
-	}
-	return nil
 }
 
 // parseIDs reads job ids.
@@ -408,15 +576,33 @@ type controlResult struct {
 }
 
 func jobsControl(ctx context.Context, verb string, args []string, stdout io.Writer) error {
-	var f readFlags
+	var (
+		f       readFlags
+		filters filterFlags
+		all     bool
+		batch   int
+	)
 	fs := newFlagSet("jobs " + verb)
 	f.register(fs)
+	filters.register(fs)
+	fs.BoolVar(&all, "all", false, "")
+	fs.IntVar(&batch, "batch", defaultBatch, "")
 	pos, err := parseArgs(fs, args)
 	if err != nil {
 		return err
 	}
-	if len(pos) == 0 {
-		return usagef("%s takes one or more job IDs", verb)
+	byFilter := all || filters.set()
+	switch {
+	case len(pos) > 0 && byFilter:
+		return usagef("%s takes job IDs or filters (with --all for every job), not both", verb)
+	case len(pos) == 0 && !byFilter:
+		return usagef("%s takes one or more job IDs, or filters (--queue, --kind, --state, ...) or --all", verb)
+	case batch < 1 || batch > pgqueue.MaxJobListLimit:
+		return usagef("--batch must be between 1 and %d", pgqueue.MaxJobListLimit)
+	}
+	var params pgqueue.JobListParams
+	if err := filters.apply(&params); err != nil {
+		return err
 	}
 	ids, err := parseIDs(pos)
 	if err != nil {
@@ -430,6 +616,10 @@ func jobsControl(ctx context.Context, verb string, args []string, stdout io.Writ
 		return err
 	}
 	defer pool.Close()
+	if byFilter {
+		params.Limit = batch
+		return jobsControlByFilter(ctx, client, verb, params, f.json, stdout)
+	}
 
 	res := controlResult{Done: []int64{}, Unchanged: []int64{}, Requested: []int64{}, Running: []int64{}, NotFound: []int64{}}
 	switch verb {
@@ -482,6 +672,79 @@ func jobsControl(ctx context.Context, verb string, args []string, stdout io.Writ
 		return &refusedError{fmt.Sprintf("%d of %d jobs running, refused", len(res.Running), len(ids))}
 	}
 	return nil
+}
+
+// controlCounts is what retry, cancel or delete by filter did: the
+// counts of controlResult's lists.
+type controlCounts struct {
+	Done      int `json:"done"`
+	Unchanged int `json:"unchanged"`
+	Requested int `json:"cancel_requested"`
+	Running   int `json:"running"`
+}
+
+// jobsControlByFilter retries, cancels or deletes every job that passes
+// params' filters, a batch of params.Limit at a time: each batch is the
+// next page by id (JobList's keyset, so a job changed by one batch is not
+// met again, and memory stays that of one page) and one statement
+// (JobRetryMany, JobCancelMany, JobDeleteMany) in its own transaction. It
+// prints counts, not ids.
+func jobsControlByFilter(ctx context.Context, client *pgqueue.Client, verb string, params pgqueue.JobListParams, asJSON bool, stdout io.Writer) error {
+	params.OrderBy, params.Descending = pgqueue.JobListOrderID, false
+	var c controlCounts
+	err := eachPage(ctx, client, params, func(jobs []*pgqueue.JobRow) error {
+		if len(jobs) == 0 {
+			return nil
+		}
+		ids := make([]int64, len(jobs))
+		for i, j := range jobs {
+			ids[i] = j.ID
+		}
+		var m *pgqueue.JobManyResult
+		var err error
+		switch verb {
+		case "retry":
+			m, err = client.JobRetryMany(ctx, ids)
+		case "cancel":
+			m, err = client.JobCancelMany(ctx, ids)
+		case "delete":
+			m, err = client.JobDeleteMany(ctx, ids)
+		}
+		if err != nil {
+			return err
+		}
+		// A job gone between the page and its batch (deleted by another)
+		// is not counted: it no longer passes the filters.
+		c.Done += len(m.Changed)
+		c.Unchanged += len(m.Unchanged)
+		c.Requested += len(m.CancelRequested)
+		c.Running += len(m.Running)
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	if asJSON {
+		if err := writeJSON(stdout, c); err != nil {
+			return err
+		}
+	} else {
+		done := map[string]string{"retry": "retried", "cancel": "cancelled", "delete": "deleted"}[verb]
+		fmt.Fprintf(stdout, "%s: %d\n", done, c.Done)
+		printCount(stdout, map[string]string{"retry": "already available", "cancel": "already completed, discarded or cancelled, unchanged"}[verb], c.Unchanged)
+		printCount(stdout, "running, cancel requested (their workers stop them)", c.Requested)
+		printCount(stdout, "running, refused (cancel them first)", c.Running)
+	}
+	if c.Running > 0 {
+		return &refusedError{fmt.Sprintf("%d jobs running, refused", c.Running)}
+	}
+	return nil
+}
+
+func printCount(w io.Writer, label string, n int) {
+	if n > 0 {
+		fmt.Fprintf(w, "%s: %d\n", label, n)
+	}
 }
 
 func orEmpty(ids []int64) []int64 {

@@ -1,6 +1,7 @@
-// Package loop holds the one timing helper the client's background loops
-// share (the poller and the maintenance tasks). It imports only the
-// standard library.
+// Package loop holds what the client's background loops share (the
+// poller, the producers' claims and the maintenance tasks): the ticking
+// loop and the failure log that says a repeating failure a few times, not
+// at every round. It imports only the standard library.
 package loop
 
 import (

@@ -6,8 +6,14 @@
 // PeriodicEnqueuer (the periodic jobs' due runs) and the report of the
 // queues' counts to the observer.
 //
+// Every task reports its statements' outcomes to the client's schema
+// watch (internal/schemawatch) and its other failures to a failure log
+// (watch.go): a schema dropped or the database down is a few lines, not
+// one per round.
+//
 // It may import the standard library, pgx, pglock, pgqueuetype and the
-// internal packages jobsql, dberr and loop; never the root package. What
+// internal packages jobsql, dberr, loop and schemawatch; never the root
+// package. What
 // the root owns (the observer, the retry policy, the periodic jobs' public
 // types and the enqueue path) comes in as functions and small interfaces.
 //

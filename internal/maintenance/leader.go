@@ -9,6 +9,7 @@ import (
 
 	"github.com/pgqueue/pgqueue/internal/jobsql"
 	"github.com/pgqueue/pgqueue/internal/loop"
+	"github.com/pgqueue/pgqueue/internal/schemawatch"
 	"github.com/pgqueue/pgqueue/pglock"
 )
 
@@ -37,6 +38,9 @@ type Leader struct {
 	// QueuesEnded tells the observer, at the end of a term, that another
 	// client reports the counts now. Required with ReportQueues.
 	QueuesEnded func()
+	// Watch holds the report back while the schema is outdated; nil for
+	// none. Each task has its own field.
+	Watch *schemawatch.Watch
 }
 
 // Run campaigns until ctx (the client's fetch context) ends.
@@ -73,12 +77,14 @@ func (m *Leader) lead(ctx context.Context, term int64) {
 // finished jobs the table holds), then says the term ended: another
 // client reports them now.
 func (m *Leader) reportQueues(ctx context.Context) {
+	r := newRounds(m.Watch, m.Log, "reading queue counts for the observer")
 	report := func() {
+		if r.held() {
+			return
+		}
 		qctx, cancel := context.WithTimeout(ctx, jobsql.WriteTimeout)
 		defer cancel()
-		if err := m.ReportQueues(qctx); err != nil && ctx.Err() == nil {
-			m.Log.WarnContext(ctx, "pgqueue: reading queue counts for the observer failed", "err", err)
-		}
+		r.done(ctx, m.ReportQueues(qctx))
 	}
 	report()
 	loop.Every(ctx, m.QueuesInterval, report)

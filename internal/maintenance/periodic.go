@@ -12,6 +12,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/pgqueue/pgqueue/internal/jobsql"
+	"github.com/pgqueue/pgqueue/internal/schemawatch"
+	"github.com/pgqueue/pgqueue/pgqueuetype"
 )
 
 // PeriodicEnqueuer enqueues the due runs of the client's periodic jobs. It
@@ -37,6 +39,11 @@ type PeriodicEnqueuer struct {
 	// LeaderTTL bounds how long a leader paused in its transaction may
 	// hold a job's row.
 	LeaderTTL time.Duration
+	// Watch holds its passes back while the schema is outdated; nil for
+	// none.
+	Watch *schemawatch.Watch
+
+	rounds *rounds // made by the first Pass
 }
 
 // PeriodicJob is one of the client's periodic jobs, as the enqueuer sees
@@ -101,9 +108,14 @@ func (p *PeriodicEnqueuer) Pass(ctx context.Context, term int64) time.Duration {
 	if len(jobs) == 0 {
 		return periodicMaxSleep // until the set changes
 	}
+	if p.rounds == nil {
+		p.rounds = newRounds(p.Watch, p.Log, "periodic jobs: read state")
+	}
+	if p.rounds.held() {
+		return max(p.Watch.Wait(), periodicRetryDelay)
+	}
 	now, states, err := p.states(jobs)
-	if err != nil {
-		p.Log.Error("pgqueue: periodic jobs: read state failed", "err", err)
+	if p.rounds.done(ctx, err) {
 		return periodicRetryDelay
 	}
 	wait := periodicMaxSleep
@@ -126,6 +138,9 @@ func (p *PeriodicEnqueuer) Pass(ctx context.Context, term int64) time.Duration {
 			continue
 		}
 		d, err := p.enqueueDue(job, term)
+		if err = p.Watch.Observe(ctx, err); errors.Is(err, pgqueuetype.ErrSchemaOutdated) {
+			return max(p.Watch.Wait(), periodicRetryDelay) // said by the watch
+		}
 		if err != nil {
 			p.Log.Error("pgqueue: periodic job: enqueue failed", "periodic_job", job.Name, "err", err)
 			d = periodicRetryDelay

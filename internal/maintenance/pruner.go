@@ -8,6 +8,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/pgqueue/pgqueue/internal/jobsql"
+	"github.com/pgqueue/pgqueue/internal/schemawatch"
 )
 
 // Pruner deletes finished jobs (completed, cancelled, discarded) once their
@@ -24,6 +25,9 @@ type Pruner struct {
 	Interval time.Duration
 	// The retention of each final state; a negative one keeps its jobs.
 	Completed, Cancelled, Discarded time.Duration
+	// Watch holds its rounds back while the schema is outdated; nil for
+	// none.
+	Watch *schemawatch.Watch
 }
 
 // pruneBatch is the most jobs one statement deletes.
@@ -37,13 +41,14 @@ func (p *Pruner) Run(ctx context.Context) {
 	}
 	tick := time.NewTicker(p.Interval)
 	defer tick.Stop()
+	r := newRounds(p.Watch, p.Log, "prune")
 	for {
-		n, err := p.prune(ctx)
-		if n > 0 {
-			p.Log.Info("pgqueue: pruned finished jobs", "jobs", n)
-		}
-		if err != nil && ctx.Err() == nil {
-			p.Log.Error("pgqueue: prune failed", "err", err)
+		if !r.held() {
+			n, err := p.prune(ctx)
+			if n > 0 {
+				p.Log.Info("pgqueue: pruned finished jobs", "jobs", n)
+			}
+			r.done(ctx, err)
 		}
 		select {
 		case <-ctx.Done():

@@ -10,6 +10,7 @@ import (
 
 	"github.com/pgqueue/pgqueue/internal/jobsql"
 	"github.com/pgqueue/pgqueue/internal/loop"
+	"github.com/pgqueue/pgqueue/internal/schemawatch"
 	"github.com/pgqueue/pgqueue/pgqueuetype"
 )
 
@@ -40,18 +41,22 @@ type Rescuer struct {
 	Interval time.Duration
 	// BeforeWrite, a test hook, runs between the read and the write.
 	BeforeWrite func(ids []int64)
+	// Watch holds its rounds back while the schema is outdated; nil for
+	// none.
+	Watch *schemawatch.Watch
 }
 
 const rescueBatch = 1000
 
 // Run rescues every interval until ctx (the term) ends.
 func (r *Rescuer) Run(ctx context.Context) {
+	rs := newRounds(r.Watch, r.Log, "rescue")
 	loop.Every(ctx, r.Interval, func() {
+		if rs.held() {
+			return
+		}
 		n, err := r.rescue(rescueBatch)
-		switch {
-		case err != nil:
-			r.Log.ErrorContext(ctx, "pgqueue: rescue failed", "err", err)
-		case n > 0:
+		if !rs.done(ctx, err) && n > 0 {
 			r.Log.InfoContext(ctx, "pgqueue: rescued jobs with expired leases", "jobs", n, "by", r.ClientID)
 		}
 	})

@@ -8,6 +8,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/pgqueue/pgqueue/internal/jobsql"
+	"github.com/pgqueue/pgqueue/internal/schemawatch"
 )
 
 // Scheduler makes due scheduled jobs available (sql/schedule.sql, which
@@ -25,6 +26,9 @@ type Scheduler struct {
 	Interval time.Duration
 	// Wake tells the local producer of a queue that jobs wait.
 	Wake func(queue string)
+	// Watch holds its rounds back while the schema is outdated; nil for
+	// none.
+	Watch *schemawatch.Watch
 }
 
 // scheduleBatch is the most jobs one statement makes available.
@@ -34,11 +38,11 @@ const scheduleBatch = 1000
 func (s *Scheduler) Run(ctx context.Context) {
 	tick := time.NewTicker(s.Interval)
 	defer tick.Stop()
+	r := newRounds(s.Watch, s.Log, "scheduler")
 	for {
-		for {
+		for !r.held() {
 			queues, n, err := s.scheduleDue(scheduleBatch)
-			if err != nil {
-				s.Log.Error("pgqueue: scheduler failed", "err", err)
+			if r.done(ctx, err) {
 				break
 			}
 			for q := range queues {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/pgqueue/pgqueue/internal/dberr"
 	"github.com/pgqueue/pgqueue/internal/jobsql"
+	"github.com/pgqueue/pgqueue/internal/schemawatch"
 	"github.com/pgqueue/pgqueue/pgqueuetype"
 )
 
@@ -36,7 +37,7 @@ type Claimer struct {
 	// Claimed is Observer.Claimed; nil for none.
 	Claimed func(queue string, jobs int)
 	// Watch holds claims back while the schema is outdated; nil for none.
-	Watch *SchemaWatch
+	Watch *schemawatch.Watch
 
 	// lockWaits counts the claims that gave up waiting for the claim
 	// lock; lastLockWarn is when that was last logged (UnixNano).

@@ -11,6 +11,7 @@ import (
 
 	"github.com/pgqueue/pgqueue/internal/jobsql"
 	"github.com/pgqueue/pgqueue/internal/loop"
+	"github.com/pgqueue/pgqueue/internal/schemawatch"
 	"github.com/pgqueue/pgqueue/pgqueuetype"
 )
 
@@ -33,21 +34,21 @@ type Poller struct {
 	LeaderFree func()
 	// Watch holds polls back while the schema is older than needed; nil
 	// for none.
-	Watch *SchemaWatch
+	Watch *schemawatch.Watch
 }
 
 // Run polls until ctx (the client's fetch context) ends. A poll that
 // keeps failing (the database down) is logged when it starts, every 30 s
 // while it lasts and when it ends, not at every poll.
 func (p *Poller) Run(ctx context.Context) {
-	failures := newFailureLog(p.Log, "pgqueue: poll failed", "pgqueue: poll succeeds again")
+	failures := loop.NewFailureLog(p.Log, "pgqueue: poll failed", "pgqueue: poll succeeds again")
 	loop.Every(ctx, p.Interval, func() {
 		err := p.Poll(ctx)
 		switch {
 		case err == nil:
-			failures.succeeded(ctx)
+			failures.Succeeded(ctx)
 		case ctx.Err() == nil && !errors.Is(err, pgqueuetype.ErrSchemaOutdated):
-			failures.failed(ctx, err)
+			failures.Failed(ctx, err)
 		}
 	})
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/pgqueue/pgqueue/internal/executor"
+	"github.com/pgqueue/pgqueue/internal/loop"
 	"github.com/pgqueue/pgqueue/pgqueuetype"
 )
 
@@ -197,6 +198,9 @@ func (p *Producer) Run(ctx context.Context) {
 	// out at once.
 	woken := false
 	var a claimAhead // the rate of finished jobs and claims' latency
+	// A claim failing at every wake-up (the database down) is said when
+	// it starts, every 30 s and when it ends.
+	failures := loop.NewFailureLog(p.log.With("queue", p.queue), "pgqueue: claim failed", "pgqueue: claims succeed again")
 	for {
 		// room is how many jobs a claim may take now: the free slots, and
 		// with a backlog also the jobs expected to finish over the claim
@@ -258,11 +262,12 @@ func (p *Producer) Run(ctx context.Context) {
 			a.returned(r.sent)
 			if r.err != nil {
 				if !errors.Is(r.err, pgqueuetype.ErrSchemaOutdated) { // said once by the schema watch
-					p.log.Error("pgqueue: claim failed", "queue", p.queue, "err", r.err)
+					failures.Failed(ctx, r.err)
 				}
 				more = false
 				continue
 			}
+			failures.Succeeded(ctx)
 			dispatch(r)
 			more = len(r.jobs) == r.want
 			fetchNow = fetchNow || more

@@ -1,4 +1,4 @@
-package producer
+package loop_test
 
 import (
 	"bytes"
@@ -7,23 +7,25 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/pgqueue/pgqueue/internal/loop"
 )
 
 // A failure at every poll for a minute and a half is four lines: its
 // start, two reminders 30 s apart with the count, and its end.
 func TestFailureLogThrottlesRepeats(t *testing.T) {
 	var out bytes.Buffer
-	f := newFailureLog(slog.New(slog.NewTextHandler(&out, nil)), "pgqueue: poll failed", "pgqueue: poll succeeds again")
+	f := loop.NewFailureLog(slog.New(slog.NewTextHandler(&out, nil)), "pgqueue: poll failed", "pgqueue: poll succeeds again")
 	now := time.Date(2026, 12, 3, 12, 0, 0, 0, time.UTC)
-	f.now = func() time.Time { return now }
+	f.Now = func() time.Time { return now }
 	ctx := t.Context()
-	f.succeeded(ctx) // nothing to say
+	f.Succeeded(ctx) // nothing to say
 	for range 450 {  // 90 s of polls every 200 ms
-		f.failed(ctx, errors.New("connection refused"))
+		f.Failed(ctx, errors.New("connection refused"))
 		now = now.Add(200 * time.Millisecond)
 	}
-	f.succeeded(ctx)
-	f.succeeded(ctx)
+	f.Succeeded(ctx)
+	f.Succeeded(ctx)
 	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
 	if len(lines) != 4 {
 		t.Fatalf("%d lines, want 4:\n%s", len(lines), out.String())
@@ -35,7 +37,7 @@ func TestFailureLogThrottlesRepeats(t *testing.T) {
 		}
 	}
 	// A new run of failures is logged at once again.
-	f.failed(ctx, errors.New("again"))
+	f.Failed(ctx, errors.New("again"))
 	if !strings.Contains(out.String(), `err=again`) {
 		t.Errorf("a new failure after recovery was not logged:\n%s", out.String())
 	}

@@ -1,0 +1,29 @@
+-- job_cancel_many: job_cancel.sql for the jobs of ids $1, in one
+-- statement, telling the holders of running ones on the control channel
+-- $2 at commit. Returns each job's id and what happened: 'cancelled' (now),
+-- 'requested' (running: its cancel was requested), or the current state of
+-- a job left alone (final already), read under FOR SHARE as job_cancel.sql
+-- does. Ids missing from the result have no job.
+WITH cancelled AS (
+    UPDATE {{schema}}.jobs j
+    SET state = CASE WHEN j.state = 'running' THEN j.state ELSE 'cancelled' END,
+        finalized_at = CASE WHEN j.state = 'running' THEN NULL ELSE now() END,
+        cancel_requested_at = CASE WHEN j.state = 'running' THEN coalesce(j.cancel_requested_at, now()) END
+    WHERE j.id = ANY ($1::bigint[]) AND j.state IN ('scheduled', 'available', 'running')
+    RETURNING j.id, j.state, j.fence
+), told AS (
+    SELECT pg_notify($2, json_build_object('op', 'cancel', 'id', c.id, 'fence', c.fence)::text)
+    FROM cancelled c
+    WHERE c.state = 'running'
+), unchanged AS (
+    SELECT j.id, j.state
+    FROM {{schema}}.jobs j
+    WHERE j.id = ANY ($1::bigint[]) AND NOT EXISTS (SELECT 1 FROM cancelled c WHERE c.id = j.id)
+    FOR SHARE
+)
+-- told is joined so that it runs: a SELECT in WITH is evaluated only when
+-- the query refers to it.
+SELECT c.id, CASE WHEN c.state = 'running' THEN 'requested' ELSE 'cancelled' END
+FROM cancelled c CROSS JOIN (SELECT count(*) FROM told) AS n
+UNION ALL
+SELECT u.id, 'unchanged:' || u.state FROM unchanged u
