@@ -19,7 +19,7 @@ import (
 var doneLine = regexp.MustCompile(`^done got=(\d+) busy=(\d+) refused=(\d+) errors=(\d+)$`)
 
 // Session locks through a real PgBouncer in transaction mode, two
-// processes of 8 goroutines, 1,000 attempts each on one name, while load
+// processes of 8 goroutines, 200 attempts each on one name, while load
 // goroutines keep the pooler's few server connections busy. Without a
 // direct connection every attempt is refused with ErrNoSessionAffinity,
 // idle pool or not. With one (pglock.Config.DirectConnConfig) the lock is
@@ -42,9 +42,13 @@ func TestSessionLockThroughPgBouncer(t *testing.T) {
 	dbname := pool.Config().ConnConfig.Database
 	through := bouncer.ConnString(dbname) + "&default_query_exec_mode=exec"
 	bin := buildBinary(t, "github.com/pgqueue/pgqueue/integration/sessionlocker")
-	attempts := 1000
+	// Every attempt with a direct connection dials one, and one in four
+	// waits up to 200 ms: 1,000 attempts a goroutine ran past the 10
+	// minutes below on a loaded 2-core machine. 200 still give hundreds of
+	// holds, each a chance to overlap.
+	attempts := 200
 	if testing.Short() {
-		attempts = 100
+		attempts = 50
 	}
 
 	// run runs the two processes and returns their counts, and the holds
