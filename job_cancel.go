@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 
 	"github.com/jackc/pgx/v5"
 )
@@ -89,31 +88,18 @@ func (c *Client) jobCancelMany(ctx context.Context, db rowQuerier, ids []int64) 
 	if err != nil {
 		return nil, dbError(op, err)
 	}
-	var (
-		id     int64
-		result string
-	)
-	outcomes := map[int64]string{}
-	if _, err := pgx.ForEachRow(rows, []any{&id, &result}, func() error {
-		outcomes[id] = result
-		return nil
-	}); err != nil {
+	outcomes, err := collectOutcomes(rows)
+	if err != nil {
 		return nil, dbError(op, err)
 	}
-	res := &JobManyResult{}
-	ids = slices.Clone(ids)
-	slices.Sort(ids)
-	for _, id := range slices.Compact(ids) {
-		switch o, ok := outcomes[id]; {
-		case !ok:
-			res.NotFound = append(res.NotFound, id)
-		case o == "cancelled":
-			res.Changed = append(res.Changed, id)
-		case o == "requested":
-			res.CancelRequested = append(res.CancelRequested, id)
+	return sortOutcomesBy(ids, outcomes, func(res *JobManyResult, o string) *[]int64 {
+		switch o {
+		case "cancelled":
+			return &res.Changed
+		case "requested":
+			return &res.CancelRequested
 		default: // "unchanged:<state>": final already
-			res.Unchanged = append(res.Unchanged, id)
+			return &res.Unchanged
 		}
-	}
-	return res, nil
+	}), nil
 }

@@ -72,15 +72,8 @@ func (c *Client) jobDeleteMany(ctx context.Context, db rowQuerier, ids []int64) 
 	if err != nil {
 		return nil, dbError(op, err)
 	}
-	var (
-		id     int64
-		result string
-	)
-	outcomes := map[int64]string{}
-	if _, err := pgx.ForEachRow(rows, []any{&id, &result}, func() error {
-		outcomes[id] = result
-		return nil
-	}); err != nil {
+	outcomes, err := collectOutcomes(rows)
+	if err != nil {
 		return nil, dbError(op, err)
 	}
 	// "" never matches: a job kept by a delete was running.

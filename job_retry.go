@@ -165,22 +165,47 @@ func (c *Client) jobRetryMany(ctx context.Context, db rowQuerier, ids []int64) (
 // returned for each: changed, unchanged, or another state (running when
 // the statement looked); ids without an outcome have no job.
 func sortOutcomes(ids []int64, outcomes map[int64]string, changed, unchanged string) *JobManyResult {
+	return sortOutcomesBy(ids, outcomes, func(res *JobManyResult, o string) *[]int64 {
+		switch o {
+		case changed:
+			return &res.Changed
+		case unchanged:
+			return &res.Unchanged
+		default:
+			return &res.Running
+		}
+	})
+}
+
+// sortOutcomesBy sorts ids, in ascending order and each once, into the
+// list of res that pick names for its outcome; ids without an outcome
+// have no job.
+func sortOutcomesBy(ids []int64, outcomes map[int64]string, pick func(res *JobManyResult, outcome string) *[]int64) *JobManyResult {
 	res := &JobManyResult{}
 	ids = slices.Clone(ids)
 	slices.Sort(ids)
 	for _, id := range slices.Compact(ids) {
-		switch o, ok := outcomes[id]; {
-		case !ok:
-			res.NotFound = append(res.NotFound, id)
-		case o == changed:
-			res.Changed = append(res.Changed, id)
-		case o == unchanged:
-			res.Unchanged = append(res.Unchanged, id)
-		default:
-			res.Running = append(res.Running, id)
+		list := &res.NotFound
+		if o, ok := outcomes[id]; ok {
+			list = pick(res, o)
 		}
+		*list = append(*list, id)
 	}
 	return res
+}
+
+// collectOutcomes reads the (id, outcome) rows of a Job*Many statement.
+func collectOutcomes(rows pgx.Rows) (map[int64]string, error) {
+	var (
+		id     int64
+		result string
+	)
+	outcomes := map[int64]string{}
+	_, err := pgx.ForEachRow(rows, []any{&id, &result}, func() error {
+		outcomes[id] = result
+		return nil
+	})
+	return outcomes, err
 }
 
 // queryFlaggedJob runs a statement returning at most one row: a boolean
