@@ -197,9 +197,9 @@ func (c *Client) Enqueue(ctx context.Context, args JobArgs, opts *EnqueueOpts) (
 
 // EnqueueTx inserts one job inside tx: the job exists only if tx commits.
 // See Enqueue for unique jobs. A unique insert that races another may run
-// a second statement in a savepoint of tx, released before EnqueueTx
-// returns: it leaves tx as it found it, and usable after an error of that
-// statement.
+// a second statement in a savepoint of tx (tx.Begin), ended before
+// EnqueueTx returns: it leaves no lock behind, and tx usable after an
+// error of that statement.
 func (c *Client) EnqueueTx(ctx context.Context, tx pgx.Tx, args JobArgs, opts *EnqueueOpts) (*EnqueueResult, error) {
 	return c.insert(ctx, tx, args, opts)
 }

@@ -24,23 +24,17 @@ func (w *Writer) insertUnique(ctx context.Context, db DB, job *Job) (*pgqueuetyp
 	batch.Queue(w.Q.InsertUnique, job.Queue, job.Kind, string(job.Args), job.Priority, job.MaxAttempts, runAt, job.Tags, string(job.Meta), singleton,
 		u.base, u.periodUS, u.states)
 	batch.Queue(w.Q.Notify, w.Channel, job.Queue, runAt)
-	row, dup, err := readUnique(db.SendBatch(ctx, batch), 0)
+	row, dup, err := readUnique(db.SendBatch(ctx, batch))
 	if err != nil || row != nil {
 		return row, dup, wrapUnique(job, err)
 	}
 	return w.upsertUnique(ctx, db, job)
 }
 
-// readUnique reads the flagged job row of the statement at position at in
-// results (insert_unique or insert_unique_upsert), nil when there is none,
-// and closes results.
-func readUnique(results pgx.BatchResults, at int) (*pgqueuetype.JobRow, bool, error) {
-	for range at {
-		if _, err := results.Exec(); err != nil {
-			_ = results.Close()
-			return nil, false, err
-		}
-	}
+// readUnique reads the flagged job row of the first statement in results
+// (insert_unique or insert_unique_upsert), nil when there is none, and
+// closes results.
+func readUnique(results pgx.BatchResults) (*pgqueuetype.JobRow, bool, error) {
 	rows, err := results.Query()
 	if err != nil {
 		_ = results.Close()
@@ -77,48 +71,29 @@ func wrapUnique(job *Job, err error) error {
 
 // upsertUnique writes one unique job or returns the job holding its key,
 // with insert_unique_upsert.sql, which cannot end with neither. Its update
-// of a duplicate only locks it, and must not keep that lock: in the
-// caller's transaction the statement runs in a savepoint, rolled back for a
-// duplicate (or an error, which leaves the caller's transaction usable);
-// on a pool, in a transaction of its own, rolled back likewise.
+// of a duplicate only locks it, and must not keep that lock, so it runs
+// under db.Begin: a savepoint in the caller's transaction (pgx), a
+// transaction of its own on a pool. A duplicate or an error rolls it
+// back, which also leaves the caller's transaction usable.
 func (w *Writer) upsertUnique(ctx context.Context, db DB, job *Job) (*pgqueuetype.JobRow, bool, error) {
-	tx, inTx := db.(pgx.Tx)
-	if !inTx {
-		var err error
-		if tx, err = db.Begin(ctx); err != nil {
-			return nil, false, wrapUnique(job, err)
-		}
-		defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+	sub, err := db.Begin(ctx)
+	if err != nil {
+		return nil, false, wrapUnique(job, err)
 	}
+	// After Commit this does nothing.
+	defer func() { _ = sub.Rollback(context.WithoutCancel(ctx)) }()
 	u := job.unique
 	runAt, singleton := job.nullArgs()
 	batch := &pgx.Batch{}
-	at := 0
-	if inTx {
-		batch.Queue(w.Q.UniqueSavepoint)
-		at = 1
-	}
 	batch.Queue(w.Q.InsertUniqueUpsert, job.Queue, job.Kind, string(job.Args), job.Priority, job.MaxAttempts, runAt, job.Tags, string(job.Meta), singleton,
 		u.base, u.periodUS, u.states)
 	batch.Queue(w.Q.Notify, w.Channel, job.Queue, runAt)
-	row, dup, err := readUnique(tx.SendBatch(ctx, batch), at)
+	row, dup, err := readUnique(sub.SendBatch(ctx, batch))
 	if err == nil && row == nil {
 		err = errors.New("upsert returned no row") // PostgreSQL guarantees one
 	}
-	if !inTx {
-		if err == nil && !dup {
-			err = tx.Commit(ctx)
-		}
-		// Otherwise the deferred rollback lets the duplicate go.
-		return row, dup, wrapUnique(job, err)
-	}
-	end := &pgx.Batch{}
-	if err != nil || dup {
-		end.Queue(w.Q.UniqueRollback)
-	}
-	end.Queue(w.Q.UniqueRelease)
-	if cerr := tx.SendBatch(ctx, end).Close(); err == nil {
-		err = cerr
+	if err == nil && !dup {
+		err = sub.Commit(ctx)
 	}
 	return row, dup, wrapUnique(job, err)
 }

@@ -44,7 +44,6 @@ type Queries struct {
 	Insert, InsertMany, CopyJobs, CopyJobsScheduled string
 	InsertUnique, InsertManyUnique                  string
 	InsertUniqueUpsert                              string
-	UniqueSavepoint, UniqueRollback, UniqueRelease  string
 	Notify, NotifyQueues, NotifyDue                 string
 	// work
 	Claim, ClaimLock, Poll, Heartbeat, Complete, CompleteMany, Finish, JobOutcomes string
@@ -74,9 +73,8 @@ func Load(schema string) (*Queries, error) {
 	err := sqlschema.Load(sqlFiles, "sql", schema, map[string]*string{
 		"insert": &q.Insert, "insert_many": &q.InsertMany, "copy_jobs": &q.CopyJobs, "copy_jobs_scheduled": &q.CopyJobsScheduled,
 		"insert_unique": &q.InsertUnique, "insert_many_unique": &q.InsertManyUnique,
-		"insert_unique_upsert": &q.InsertUniqueUpsert, "unique_savepoint": &q.UniqueSavepoint,
-		"unique_rollback": &q.UniqueRollback, "unique_release": &q.UniqueRelease,
-		"notify": &q.Notify, "notify_queues": &q.NotifyQueues, "notify_due": &q.NotifyDue,
+		"insert_unique_upsert": &q.InsertUniqueUpsert,
+		"notify":               &q.Notify, "notify_queues": &q.NotifyQueues, "notify_due": &q.NotifyDue,
 		"claim": &q.Claim, "claim_lock": &q.ClaimLock, "poll": &q.Poll, "heartbeat": &q.Heartbeat, "complete": &q.Complete,
 		"complete_many": &q.CompleteMany, "finish": &q.Finish, "job_outcomes": &q.JobOutcomes,
 		"set_idle_timeout": &q.SetIdleTimeout, "check_fence": &q.CheckFence, "claim_id": &q.ClaimID,
