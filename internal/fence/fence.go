@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/jackc/pgerrcode"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 )
@@ -29,9 +30,6 @@ func mustRead(name string) string {
 	}
 	return string(b)
 }
-
-// lockNotAvailable is the SQLSTATE of a lock wait that lock_timeout ended.
-const lockNotAvailable = "55P03"
 
 // Check runs checkSQL (check_fence, its schema filled in) in tx with
 // resource and token. A non-negative timeout bounds the check's wait for
@@ -86,5 +84,5 @@ func lockTimeout(d time.Duration) string {
 // (SQLSTATE 55P03): another transaction held the fence row all along.
 func IsBusy(err error) bool {
 	var pgErr *pgconn.PgError
-	return errors.As(err, &pgErr) && pgErr.Code == lockNotAvailable
+	return errors.As(err, &pgErr) && pgErr.Code == pgerrcode.LockNotAvailable
 }

@@ -17,6 +17,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/jackc/pgerrcode"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -181,7 +182,7 @@ func IsMissingObject(err error) bool {
 		return false
 	}
 	switch pgErr.Code {
-	case "42P01", "42703", "42883", "3F000": // undefined table, column, function; invalid schema
+	case pgerrcode.UndefinedTable, pgerrcode.UndefinedColumn, pgerrcode.UndefinedFunction, pgerrcode.InvalidSchemaName:
 		return true
 	}
 	return false
