@@ -45,7 +45,7 @@ func checkPoolExecMode(ctx context.Context, pool *pgxpool.Pool, op string) (pool
 	if err != nil && !pooled {
 		return false, dbError(op+": check connection", err)
 	}
-	if mode := pool.Config().ConnConfig.DefaultQueryExecMode; pooled && !poolerSafe(mode) {
+	if mode := pool.Config().ConnConfig.DefaultQueryExecMode; pooled && !pgsession.PoolerSafe(mode) {
 		return true, fmt.Errorf("%s: %w: the pool's default_query_exec_mode is %s; use cache_describe, exec or simple_protocol", op, ErrPoolerExecMode, mode)
 	}
 	return pooled, nil
@@ -86,20 +86,6 @@ func (c *Client) planSessions(ctx context.Context, pooled bool) (*sessionPlan, e
 	}
 	plan.listen = c.pool.Config().ConnConfig.Copy()
 	return plan, nil
-}
-
-// poolerSafe reports whether pgx runs every statement in mode, batches
-// included, without relying on a prepared statement surviving from one
-// round trip to the next: cache_statement prepares named statements that
-// live in one backend, describe_exec binds the unnamed statement it
-// described in an earlier round trip; a pooler in transaction mode may
-// run the next round trip in another backend.
-func poolerSafe(mode pgx.QueryExecMode) bool {
-	switch mode {
-	case pgx.QueryExecModeCacheDescribe, pgx.QueryExecModeExec, pgx.QueryExecModeSimpleProtocol:
-		return true
-	}
-	return false
 }
 
 // checkSchema refuses to start on a schema older than this binary's

@@ -44,7 +44,7 @@ func openPool(ctx context.Context, connString string) (*pgxpool.Pool, error) {
 	if err != nil {
 		return nil, fmt.Errorf("connect: %w", err)
 	}
-	if explicit && !poolerSafe(cfg.ConnConfig.DefaultQueryExecMode) {
+	if explicit && !pgsession.PoolerSafe(cfg.ConnConfig.DefaultQueryExecMode) {
 		if err := refuseThroughPooler(ctx, pool, named); err != nil {
 			pool.Close()
 			return nil, err
@@ -71,15 +71,4 @@ func refuseThroughPooler(ctx context.Context, pool *pgxpool.Pool, mode string) e
 		return fmt.Errorf("connect: check connection: %w", err)
 	}
 	return nil
-}
-
-// poolerSafe reports whether mode works through a pooler in transaction
-// mode: it keeps no prepared statement from one round trip to the next.
-// The same modes as the client's Start accepts there.
-func poolerSafe(mode pgx.QueryExecMode) bool {
-	switch mode {
-	case pgx.QueryExecModeCacheDescribe, pgx.QueryExecModeExec, pgx.QueryExecModeSimpleProtocol:
-		return true
-	}
-	return false
 }

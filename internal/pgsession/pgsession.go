@@ -50,3 +50,17 @@ func BackendPID(ctx context.Context, conn *pgx.Conn) (int32, error) {
 	err := conn.QueryRow(ctx, backendPIDQuery, pgx.QueryExecModeSimpleProtocol).Scan(&pid)
 	return pid, err
 }
+
+// PoolerSafe reports whether pgx runs every statement in mode, batches
+// included, without relying on a prepared statement surviving from one
+// round trip to the next: cache_statement prepares named statements that
+// live in one backend, describe_exec binds the unnamed statement it
+// described in an earlier round trip; a pooler in transaction mode may
+// run the next round trip in another backend.
+func PoolerSafe(mode pgx.QueryExecMode) bool {
+	switch mode {
+	case pgx.QueryExecModeCacheDescribe, pgx.QueryExecModeExec, pgx.QueryExecModeSimpleProtocol:
+		return true
+	}
+	return false
+}
