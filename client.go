@@ -177,7 +177,17 @@ func (c *Client) Start(ctx context.Context) error {
 		finishQuery = c.testHooks.finishQuery
 	}
 	obs := resultObserver(cfg.Observer)
+	// The producers of flow-limited queues claim again once their results
+	// are written; set once every producer exists.
+	var producers atomic.Pointer[map[string]*producer.Producer]
 	s.completer = c.newCompleter(base, finishQuery, outcomes, obs, cfg.CompleteBatchSize, cfg.CompleteBatchDelay)
+	s.completer.Wrote(func(queue string) {
+		if m := producers.Load(); m != nil {
+			if p := (*m)[queue]; p != nil {
+				p.SlotsFreed()
+			}
+		}
+	})
 	go s.completer.Run()
 	s.heartbeats = executor.NewHeartbeater(executor.HeartbeaterConfig{Pool: c.pool, Queries: c.q, Active: active, Log: c.log,
 		WriteRefused: obs.WriteRefused, Base: base, Interval: cfg.HeartbeatInterval, JobLease: cfg.JobLease})
@@ -198,9 +208,15 @@ func (c *Client) Start(ctx context.Context) error {
 		s.loops.Add(1)
 		go func() { defer s.loops.Done(); p.Run(fetch) }()
 	}
+	producers.Store(&s.producers)
 	wake := func(queue string) {
 		if p := s.producers[queue]; p != nil {
 			p.Wake()
+		}
+	}
+	wakeFlow := func(queue string, f producer.Flow) {
+		if p := s.producers[queue]; p != nil {
+			p.WakeFlow(f)
 		}
 	}
 	if len(s.producers) > 0 {
@@ -209,7 +225,7 @@ func (c *Client) Start(ctx context.Context) error {
 			queues = append(queues, q)
 		}
 		poll := &producer.Poller{Pool: c.pool, Queries: c.q, Log: c.log, Queues: queues, Interval: cfg.FetchPollInterval,
-			LeaderLease: maintenance.Lease, Wake: wake, LeaderFree: elector.Nudge, Watch: watch}
+			LeaderLease: maintenance.Lease, Wake: wakeFlow, LeaderFree: elector.Nudge, Watch: watch}
 		s.loops.Add(1)
 		go func() { defer s.loops.Done(); poll.Run(fetch) }()
 	}

@@ -26,7 +26,7 @@ func ClaimTx(ctx context.Context, c *Client, tx pgx.Tx, queue string, limit int)
 func Poll(ctx context.Context, c *Client, queues []string) ([]string, error) {
 	var out []string
 	p := &producer.Poller{Pool: c.pool, Queries: c.q, Queues: queues, LeaderLease: maintenance.Lease,
-		Wake: func(queue string) { out = append(out, queue) }, LeaderFree: func() {}}
+		Wake: func(queue string, _ producer.Flow) { out = append(out, queue) }, LeaderFree: func() {}}
 	err := p.Poll(ctx)
 	return out, err
 }

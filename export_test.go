@@ -43,7 +43,8 @@ func Pool(c *Client) interface {
 // Claim runs one claim of up to limit jobs of queue, as a producer does.
 func Claim(ctx context.Context, c *Client, queue string, limit int) ([]*JobRow, error) {
 	claims := &producer.Claimer{Pool: c.pool, Queries: c.q, Base: ctx, JobLease: c.config.JobLease, ClientID: c.config.ID}
-	return claims.Claim(queue, limit, false)
+	jobs, _, err := claims.Claim(queue, limit, false)
+	return jobs, err
 }
 
 // Complete writes the completion of jobs in one fenced statement, as the

@@ -118,6 +118,7 @@ type Completer struct {
 	obs      Observer
 	base     context.Context
 	giveUp   time.Duration
+	wrote    func(queue string)
 
 	// pending holds the results handed over and not yet taken, at most
 	// maxPending (four batches); ready (capacity 1) says it has a first
@@ -285,9 +286,13 @@ func (k *Completer) Run() {
 // after a lease's time; the jobs left running are then rescued.
 func (k *Completer) write(batch []Result) {
 	defer func() {
-		for _, r := range batch {
+		for i, r := range batch {
 			if r.Written != nil {
 				r.Written()
+			}
+			// A batch's rows mostly share a queue: each queue once in a row.
+			if k.wrote != nil && (i == 0 || r.Row.Queue != batch[i-1].Row.Queue) {
+				k.wrote(r.Row.Queue)
 			}
 		}
 	}()
@@ -466,3 +471,8 @@ func isServerError(err error) bool {
 	var pgErr *pgconn.PgError
 	return errors.As(err, &pgErr) && !strings.HasPrefix(pgErr.Code, "40") && !strings.HasPrefix(pgErr.Code, "57P")
 }
+
+// Wrote sets what is told each queue of a batch once the batch is written
+// (or given up on): flow-limited producers claim then, as the slots their
+// jobs held are free. Call it before Run.
+func (k *Completer) Wrote(f func(queue string)) { k.wrote = f }

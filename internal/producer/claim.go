@@ -45,35 +45,46 @@ type Claimer struct {
 }
 
 // Claim takes up to limit available jobs of queue, each with a new fence
-// and a lease of jobLease; with backlog (the queue's last claim found all
-// it asked for), under the queue's claim lock. Without a backlog claims
-// are small and seldom meet, and the lock would be one more statement for
-// each.
-func (c *Claimer) Claim(queue string, limit int, backlog bool) ([]*pgqueuetype.JobRow, error) {
+// and a lease of jobLease, under the queue's claim lock, which makes claims
+// of a busy queue cheaper (sql/claim_lock.sql) and those that must be exact
+// possible: a limited queue's (flow, sql/claim_flow.sql) and a sequence's
+// jobs. When the lock is held too long (a client stalled mid-claim) it
+// claims without it, leaving those jobs for the next claim.
+//
+// backlog reports whether the queue probably holds more jobs: a full claim
+// says so; a limited queue's claim asks.
+func (c *Claimer) Claim(queue string, limit int, flow bool) (jobs []*pgqueuetype.JobRow, backlog bool, err error) {
 	if err := c.Watch.Blocked(); err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	ctx, cancel := context.WithTimeout(c.Base, jobsql.WriteTimeout)
 	defer cancel()
-	var jobs []*pgqueuetype.JobRow
-	var err error
-	if backlog {
-		jobs, err = c.claimLocked(ctx, queue, limit)
-	} else {
-		jobs, err = c.claimUnlocked(ctx, queue, limit)
+	claim := c.Queries.Claim
+	if flow {
+		claim = c.Queries.ClaimFlow
 	}
+	jobs, backlog, err = c.claimLocked(ctx, claim, flow, queue, limit)
 	if errors.Is(err, errClaimLockTimeout) {
 		c.warnLockTimeout(queue)
-		jobs, err = c.claimUnlocked(ctx, queue, limit)
+		if flow {
+			// Nothing of a limited queue without the lock; the backlog is
+			// likely (a claim held the lock long).
+			jobs, backlog, err = nil, true, nil
+		} else {
+			jobs, err = c.claimUnlocked(ctx, queue, limit)
+		}
 	}
 	if err != nil {
-		return nil, c.Watch.Observe(ctx, dberr.Wrap("pgqueue", "claim "+queue, err))
+		return nil, false, c.Watch.Observe(ctx, dberr.Wrap("pgqueue", "claim "+queue, err))
 	}
 	_ = c.Watch.Observe(ctx, nil)
 	if c.Claimed != nil && len(jobs) > 0 {
 		c.Claimed(queue, len(jobs))
 	}
-	return jobs, nil
+	if !flow {
+		backlog = len(jobs) == limit
+	}
+	return jobs, backlog, nil
 }
 
 // claimLockWait is the longest a claim waits for its queue's claim lock
@@ -86,31 +97,42 @@ var errClaimLockTimeout = errors.New("claim lock not granted in time")
 // claimLocked claims under the queue's claim lock: the lock, then the
 // claim, in one round trip and one transaction (sql/claim_lock.sql says
 // why).
-func (c *Claimer) claimLocked(ctx context.Context, queue string, limit int) ([]*pgqueuetype.JobRow, error) {
+// With flow, a third statement asks whether a backlog is left.
+func (c *Claimer) claimLocked(ctx context.Context, claim string, flow bool, queue string, limit int) (jobs []*pgqueuetype.JobRow, backlog bool, err error) {
 	b := &pgx.Batch{}
 	b.Queue(c.Queries.ClaimLock, c.Schema, queue, claimLockWait.Milliseconds())
-	b.Queue(c.Queries.Claim, queue, limit, c.JobLease.Microseconds(), c.ClientID)
+	b.Queue(claim, queue, limit, c.JobLease.Microseconds(), c.ClientID)
+	if flow {
+		b.Queue(c.Queries.FlowBacklog, queue)
+	}
 	br := c.Pool.SendBatch(ctx, b)
-	if _, err := br.Exec(); err != nil {
-		_ = br.Close()
-		if pgErr := (*pgconn.PgError)(nil); errors.As(err, &pgErr) && pgErr.Code == pgerrcode.LockNotAvailable {
-			return nil, errClaimLockTimeout
+	defer func() {
+		if cerr := br.Close(); err == nil {
+			err = cerr
 		}
-		return nil, err
+	}()
+	if _, err := br.Exec(); err != nil {
+		if pgErr := (*pgconn.PgError)(nil); errors.As(err, &pgErr) && pgErr.Code == pgerrcode.LockNotAvailable {
+			return nil, false, errClaimLockTimeout
+		}
+		return nil, false, err
 	}
 	rows, err := br.Query()
 	if err != nil {
-		_ = br.Close()
-		return nil, err
+		return nil, false, err
 	}
-	jobs, err := jobsql.CollectJobRows(rows)
-	if cerr := br.Close(); err == nil {
-		err = cerr
+	if jobs, err = jobsql.CollectJobRows(rows); err != nil {
+		return nil, false, err
 	}
-	return jobs, err
+	if flow {
+		if err := br.QueryRow().Scan(&backlog); err != nil {
+			return nil, false, err
+		}
+	}
+	return jobs, backlog, nil
 }
 
-// claimUnlocked claims without the claim lock.
+// claimUnlocked claims without the claim lock: never a sequence's job.
 func (c *Claimer) claimUnlocked(ctx context.Context, queue string, limit int) ([]*pgqueuetype.JobRow, error) {
 	rows, err := c.Pool.Query(ctx, c.Queries.Claim, queue, limit, c.JobLease.Microseconds(), c.ClientID)
 	if err != nil {
@@ -128,6 +150,6 @@ func (c *Claimer) warnLockTimeout(queue string) {
 	if now-last < int64(time.Minute) || !c.lastLockWarn.CompareAndSwap(last, now) {
 		return
 	}
-	c.Log.Warn("pgqueue: a claim waited over "+claimLockWait.String()+" for its queue's claim lock and claimed without it; a client may be stalled mid-claim",
+	c.Log.Warn("pgqueue: a claim waited over "+claimLockWait.String()+" for its queue's claim lock and claimed without it (none of a limited queue or a sequence); a client may be stalled mid-claim",
 		"queue", queue, "claims_without_lock", c.lockWaits.Load())
 }

@@ -28,8 +28,9 @@ type Poller struct {
 	Interval time.Duration
 	// LeaderLease is the name of the maintenance leader's lease lock.
 	LeaderLease string
-	// Wake tells the producer of a queue that jobs wait.
-	Wake func(queue string)
+	// Wake tells the producer of a queue that jobs wait, and how the
+	// queue's flow limits bear on its claims.
+	Wake func(queue string, flow Flow)
 	// LeaderFree tells the maintenance elector to campaign now.
 	LeaderFree func()
 	// Watch holds polls back while the schema is older than needed; nil
@@ -65,12 +66,16 @@ func (p *Poller) Poll(ctx context.Context) error {
 	if err != nil {
 		return p.Watch.Observe(ctx, err)
 	}
-	var q *string
-	_, err = pgx.ForEachRow(rows, []any{&q}, func() error {
+	var (
+		q       *string
+		limited bool
+		gapUS   int64
+	)
+	_, err = pgx.ForEachRow(rows, []any{&q, &limited, &gapUS}, func() error {
 		if q == nil {
 			p.LeaderFree()
 		} else {
-			p.Wake(*q)
+			p.Wake(*q, Flow{Limited: limited, RateGap: time.Duration(gapUS) * time.Microsecond})
 		}
 		return nil
 	})

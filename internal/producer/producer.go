@@ -64,7 +64,28 @@ type Producer struct {
 	// finished jobs instead of a channel send per job.
 	finished atomic.Int64
 	doneCh   chan struct{}
+	// flow is the queue's Flow as the last poll saw it.
+	flow atomic.Pointer[Flow]
 }
+
+// Flow is how a queue's flow limits bear on its claims, as the poller
+// reads them from the queue's row.
+type Flow struct {
+	// Limited: the queue has a limit, so claims run sql/claim_flow.sql,
+	// claim only for idle workers (a job claimed ahead would hold a slot
+	// that another client's idle worker could use), and try again soon
+	// after one the limits cut short.
+	Limited bool
+	// RateGap is the queue's rate period divided by its rate limit: how
+	// soon a start held back by the rate may be allowed. Zero without a
+	// rate limit.
+	RateGap time.Duration
+}
+
+// flowRetry is how soon a producer whose claim the limits cut short tries
+// again when no rate says sooner: a slot another client frees is taken
+// within it. Its own results wake it sooner (WakeFlow).
+const flowRetry = 100 * time.Millisecond
 
 // New returns the producer of cfg.Queue, which runs up to cfg.MaxWorkers
 // handlers at once through cfg.Exec, claiming with cfg.Claims. Start it
@@ -145,6 +166,27 @@ func (p *Producer) Wake() {
 	}
 }
 
+// WakeFlow is Wake with the queue's flow limits as the poller read them.
+func (p *Producer) WakeFlow(f Flow) {
+	if old := p.flow.Load(); old == nil || *old != f {
+		p.flow.Store(&f)
+	}
+	p.Wake()
+}
+
+// SlotsFreed tells the producer that results of its queue were written:
+// with flow limits, the slots they held are free now, not when the
+// handlers returned.
+func (p *Producer) SlotsFreed() {
+	if f := p.flow.Load(); f == nil || !f.Limited {
+		return
+	}
+	select {
+	case p.wakeCh <- struct{}{}:
+	default:
+	}
+}
+
 // Run claims and dispatches until ctx (the client's fetch context) ends,
 // then dispatches what claims still in flight bring and closes the
 // executors' queue.
@@ -207,8 +249,12 @@ func (p *Producer) Run(ctx context.Context) {
 		// horizon (or a claim's round trip), so that the next batch is
 		// there when they do, and claims are large batches however few
 		// the workers.
+		flow := Flow{}
+		if f := p.flow.Load(); f != nil {
+			flow = *f
+		}
 		ahead := 0
-		if more {
+		if more && !flow.Limited {
 			ahead = a.jobs(p.horizon, p.aheadMost)
 		}
 		room := p.max + ahead - running - reserved
@@ -220,7 +266,7 @@ func (p *Producer) Run(ctx context.Context) {
 		// held ahead if more): while every worker has a job, it simply
 		// waits; once one would be idle, it waits at most ClaimBatchDelay
 		// from then and claims all the room made by then.
-		if fetchNow && !woken && !refillDue && room > 0 && room < max(p.max, ahead) && running > 0 {
+		if fetchNow && !woken && !refillDue && !flow.Limited && room > 0 && room < max(p.max, ahead) && running > 0 {
 			switch {
 			case free <= 0:
 				fetchNow = false
@@ -247,10 +293,10 @@ func (p *Producer) Run(ctx context.Context) {
 			reserved += want
 			room -= want
 			fetchNow = room > 0
-			backlog := more
+			limited := flow.Limited
 			go func() {
-				jobs, err := p.claims.Claim(p.queue, want, backlog)
-				results <- claimResult{want: want, sent: sent, jobs: jobs, err: err}
+				jobs, backlog, err := p.claims.Claim(p.queue, want, limited)
+				results <- claimResult{want: want, sent: sent, jobs: jobs, backlog: backlog, err: err, flow: limited}
 			}()
 		}
 		select {
@@ -271,6 +317,16 @@ func (p *Producer) Run(ctx context.Context) {
 			dispatch(r)
 			more = len(r.jobs) == r.want
 			fetchNow = fetchNow || more
+			if r.flow && !more && r.backlog && !refillArmed {
+				// The limits cut the claim short: try again once a start
+				// or a slot may have come free.
+				retry := flowRetry
+				if flow.RateGap > 0 {
+					retry = min(retry, max(flow.RateGap, 5*time.Millisecond))
+				}
+				refill.Reset(retry)
+				refillArmed = true
+			}
 		case <-p.doneCh:
 			// Every job that finished meanwhile counts, so one claim fills
 			// all the free slots.
@@ -303,4 +359,7 @@ type claimResult struct {
 	sent time.Time
 	jobs []*pgqueuetype.JobRow
 	err  error
+	// backlog: the queue probably holds more (Claimer.Claim).
+	backlog bool
+	flow    bool // claimed with the queue's flow limits
 }

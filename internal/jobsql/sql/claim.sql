@@ -5,6 +5,10 @@
 -- primary key: joined to the CTE instead, the planner may hash the whole
 -- table. A paused queue (a row in queues with paused_at) gives nothing:
 -- the check is a one-time filter, evaluated once before the index is read.
+-- So is a queue with flow limits: claim_flow.sql claims from it. A job of a
+-- sequence (sequence_key) is taken only under the queue's claim lock
+-- (claim_lock.sql), as its sequence's next job (sequence_next, in
+-- migrations/000010_flow_control.up.sql, says when).
 -- LIMIT (SELECT $2::bigint) hides the limit from the planner, which then
 -- plans to read a tenth of the rows it expects: jobs_fetch_idx in order,
 -- whatever the statistics. With the limit known and statistics that
@@ -16,7 +20,10 @@ WITH picked AS (
     SELECT id
     FROM {{schema}}.jobs
     WHERE state = 'available' AND queue = $1
-      AND NOT EXISTS (SELECT 1 FROM {{schema}}.queues WHERE name = $1 AND paused_at IS NOT NULL)
+      AND NOT EXISTS (SELECT 1 FROM {{schema}}.queues
+                      WHERE name = $1 AND (paused_at IS NOT NULL OR max_running IS NOT NULL
+                                           OR max_running_per_key IS NOT NULL OR rate_limit IS NOT NULL))
+      AND (sequence_key IS NULL OR {{schema}}.sequence_next(queue, sequence_key, id))
     ORDER BY priority, run_at, id
     LIMIT (SELECT $2::bigint)
     FOR UPDATE SKIP LOCKED

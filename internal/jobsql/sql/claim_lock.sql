@@ -13,5 +13,10 @@
 -- a claim's holder can stall (a client stopped while the server sends it
 -- the claimed rows): the claim then goes ahead without the lock, as claims
 -- did before it. See docs/performance.md, "Claims one at a time".
+-- Once granted, the lock is also noted in pgqueue.claim_locked for this
+-- transaction: claims that must be exact (a limited queue's, a sequence's
+-- jobs) read it and claim nothing without the lock, since only a snapshot
+-- taken after it sees every earlier claim of the queue.
 SELECT set_config('lock_timeout', $3::bigint::text || 'ms', true),
-       pg_advisory_xact_lock(hashtextextended('pgqueue:claim:' || $1 || ':' || $2, 0))
+       pg_advisory_xact_lock(hashtextextended('pgqueue:claim:' || $1 || ':' || $2, 0)),
+       set_config('pgqueue.claim_locked', $2, true)
