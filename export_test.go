@@ -47,6 +47,18 @@ func Claim(ctx context.Context, c *Client, queue string, limit int) ([]*JobRow, 
 	return jobs, err
 }
 
+// ClaimFlow runs one claim of a limited queue (sql/claim_flow.sql), as the
+// producer of a queue with flow limits does, and says whether a backlog is
+// left.
+func ClaimFlow(ctx context.Context, c *Client, queue string, limit int) ([]*JobRow, bool, error) {
+	claims := &producer.Claimer{Pool: c.pool, Queries: c.q, Base: ctx, JobLease: c.config.JobLease, ClientID: c.config.ID,
+		Schema: c.config.Schema, Log: c.log}
+	return claims.Claim(queue, limit, true)
+}
+
+// ClaimFlowSQL is sql/claim_flow.sql of the client's schema, for EXPLAIN.
+func ClaimFlowSQL(c *Client) string { return c.q.ClaimFlow }
+
 // Complete writes the completion of jobs in one fenced statement, as the
 // completer does, and returns how many it updated.
 func Complete(ctx context.Context, c *Client, jobs []*JobRow) (int, error) {

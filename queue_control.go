@@ -2,6 +2,7 @@ package pgqueue
 
 import (
 	"context"
+	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -92,6 +93,8 @@ type QueueInfo struct {
 	// OldestAvailableAge is how long that job has waited, by the database
 	// clock; zero when none is available.
 	OldestAvailableAge time.Duration
+	// Limits are the queue's flow limits (QueueSetLimits); zero for none.
+	Limits QueueLimits
 }
 
 // QueueList returns every queue that has a scheduled, available or running
@@ -117,13 +120,24 @@ func (c *Client) QueueList(ctx context.Context) ([]*QueueInfo, error) {
 		pausedAt, updatedAt pgtype.Timestamptz
 		oldest              pgtype.Timestamptz
 		ageUS               pgtype.Int8
+		maxRun, maxPerKey   pgtype.Int4
+		rate                pgtype.Int4
+		periodUS            pgtype.Int8
 		out                 []*QueueInfo
 	)
-	_, err = pgx.ForEachRow(rows, []any{&q.Name, &pausedAt, &updatedAt, &q.Scheduled, &q.Available, &q.Running, &oldest, &ageUS}, func() error {
+	_, err = pgx.ForEachRow(rows, []any{&q.Name, &pausedAt, &updatedAt, &q.Scheduled, &q.Available, &q.Running, &oldest, &ageUS,
+		&maxRun, &maxPerKey, &rate, &periodUS, &q.Limits.Rate.PerKey, &q.Limits.PartitionBy.Kind, &q.Limits.PartitionBy.ArgsFields,
+		&q.Limits.SequenceContinue}, func() error {
 		info := q
 		info.Paused, info.PausedAt, info.UpdatedAt = pausedAt.Valid, pausedAt.Time, updatedAt.Time
 		info.OldestAvailableAt = oldest.Time
 		info.OldestAvailableAge = time.Duration(ageUS.Int64) * time.Microsecond
+		info.Limits.MaxRunning, info.Limits.MaxRunningPerKey = int(maxRun.Int32), int(maxPerKey.Int32)
+		info.Limits.Rate.Limit, info.Limits.Rate.Period = int(rate.Int32), time.Duration(periodUS.Int64)*time.Microsecond
+		info.Limits.PartitionBy.ArgsFields = slices.Clip(slices.Clone(info.Limits.PartitionBy.ArgsFields))
+		if len(info.Limits.PartitionBy.ArgsFields) == 0 {
+			info.Limits.PartitionBy.ArgsFields = nil
+		}
 		out = append(out, &info)
 		return nil
 	})

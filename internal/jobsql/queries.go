@@ -56,6 +56,7 @@ type Queries struct {
 	JobCancel, JobOutput, JobProgress                string
 	JobRetry, JobRetryMany, JobDelete, JobDeleteMany string
 	QueuePause, QueueResume, QueueList               string
+	QueueSetLimits, QueueHeld                        string
 	JobCancelMany                                    string
 	// maintenance
 	Schedule, RescueCandidates, Rescue           string
@@ -88,6 +89,7 @@ func Load(schema string) (*Queries, error) {
 		"job_get": &q.JobGet, "job_list": &q.JobList,
 		"job_retry": &q.JobRetry, "job_retry_many": &q.JobRetryMany, "job_delete": &q.JobDelete, "job_delete_many": &q.JobDeleteMany,
 		"queue_pause": &q.QueuePause, "queue_resume": &q.QueueResume, "queue_list": &q.QueueList,
+		"queue_set_limits": &q.QueueSetLimits, "queue_held": &q.QueueHeld,
 		"job_cancel_many": &q.JobCancelMany,
 	})
 	if err != nil {

@@ -1,5 +1,5 @@
 -- queue_list: every queue that has a scheduled, available or running job or
--- a row in queues, with its pause and the count of its jobs in those three
+-- a row in queues, with its pause, its flow limits and the count of its jobs in those three
 -- states, exact at the statement's snapshot. Each count reads only its
 -- state's partial index (jobs_fetch_idx, jobs_scheduled_idx,
 -- jobs_running_lease_idx) and the rows it names, so the cost grows with the
@@ -22,7 +22,10 @@ WITH available AS (
 )
 SELECT n.name, q.paused_at, q.updated_at,
        coalesce(s.n, 0), coalesce(a.n, 0), coalesce(r.n, 0),
-       a.oldest, (extract(epoch FROM now() - a.oldest) * 1000000)::bigint
+       a.oldest, (extract(epoch FROM now() - a.oldest) * 1000000)::bigint,
+       q.max_running, q.max_running_per_key, q.rate_limit, q.rate_period_us,
+       coalesce(q.rate_per_key, false), coalesce(q.partition_by_kind, false),
+       coalesce(q.partition_by_args, '{}'), coalesce(q.sequence_continue, false)
 FROM names n
 LEFT JOIN {{schema}}.queues q ON q.name = n.name
 LEFT JOIN scheduled s ON s.queue = n.name

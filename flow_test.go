@@ -1,0 +1,313 @@
+package pgqueue_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/pgqueue/pgqueue"
+)
+
+// flowArgs is a job of a flow-limited queue; Customer is the field its
+// partition key is derived from.
+type flowArgs struct {
+	Customer string `json:"customer"`
+	N        int    `json:"n"`
+}
+
+func (flowArgs) Kind() string { return "flow_test" }
+
+func enqueueFlow(t *testing.T, c *pgqueue.Client, queue, customer string, n int) int64 {
+	t.Helper()
+	res, err := c.Enqueue(context.Background(), flowArgs{Customer: customer, N: n}, &pgqueue.EnqueueOpts{Queue: queue})
+	must(t, err)
+	return res.ID
+}
+
+func TestQueueSetLimitsValidates(t *testing.T) {
+	t.Parallel()
+	b := setupControl(t)
+	ctx := context.Background()
+	for _, l := range []pgqueue.QueueLimits{
+		{MaxRunning: -1},
+		{MaxRunningPerKey: -2},
+		{Rate: pgqueue.Rate{Limit: 5}},
+		{Rate: pgqueue.Rate{Limit: 5, Period: time.Microsecond}},
+		{Rate: pgqueue.Rate{Period: time.Second}},
+		{Rate: pgqueue.Rate{PerKey: true}},
+		{PartitionBy: pgqueue.PartitionBy{ArgsFields: []string{"a", "b", "c", "d", "e"}}},
+		{PartitionBy: pgqueue.PartitionBy{ArgsFields: []string{""}}},
+	} {
+		if err := b.client.QueueSetLimits(ctx, "q", l); !errors.Is(err, pgqueue.ErrInvalid) {
+			t.Errorf("QueueSetLimits(%+v) = %v, want ErrInvalid", l, err)
+		}
+	}
+	if err := b.client.QueueSetLimits(ctx, "Bad Name", pgqueue.QueueLimits{MaxRunning: 1}); !errors.Is(err, pgqueue.ErrInvalid) {
+		t.Errorf("invalid queue name: %v, want ErrInvalid", err)
+	}
+	want := pgqueue.QueueLimits{MaxRunning: 4, MaxRunningPerKey: 2, Rate: pgqueue.Rate{Limit: 10, Period: time.Minute, PerKey: true},
+		PartitionBy: pgqueue.PartitionBy{Kind: true, ArgsFields: []string{"customer"}}, SequenceContinue: true}
+	must(t, b.client.QueueSetLimits(ctx, "limited", want))
+	qs, err := b.client.QueueList(ctx)
+	must(t, err)
+	if len(qs) != 1 || fmt.Sprintf("%+v", qs[0].Limits) != fmt.Sprintf("%+v", want) {
+		t.Fatalf("QueueList: %+v, want one queue with limits %+v", qs, want)
+	}
+	must(t, b.client.QueueSetLimits(ctx, "limited", pgqueue.QueueLimits{}))
+	qs, err = b.client.QueueList(ctx)
+	must(t, err)
+	if len(qs) != 1 || !qs[0].Limits.IsZero() {
+		t.Fatalf("after removing the limits: %+v", qs[0].Limits)
+	}
+}
+
+// TestClaimFlow checks each limit on single claims, where every count is
+// known: what a claim takes, and what it leaves.
+func TestClaimFlow(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+
+	t.Run("MaxRunning", func(t *testing.T) {
+		t.Parallel()
+		b := setupControl(t)
+		for i := range 10 {
+			enqueueFlow(t, b.client, "q", "a", i)
+		}
+		must(t, b.client.QueueSetLimits(ctx, "q", pgqueue.QueueLimits{MaxRunning: 3}))
+		// The plain claim refuses a limited queue: a producer that has not
+		// yet seen the limits claims nothing rather than too much.
+		if jobs, err := pgqueue.Claim(ctx, b.client, "q", 10); err != nil || len(jobs) != 0 {
+			t.Fatalf("plain claim of a limited queue: %d jobs, %v", len(jobs), err)
+		}
+		jobs, backlog, err := pgqueue.ClaimFlow(ctx, b.client, "q", 10)
+		must(t, err)
+		if len(jobs) != 3 || !backlog {
+			t.Fatalf("claimed %d (backlog %v), want 3 with a backlog", len(jobs), backlog)
+		}
+		if more, _, err := pgqueue.ClaimFlow(ctx, b.client, "q", 10); err != nil || len(more) != 0 {
+			t.Fatalf("at the limit: claimed %d, %v", len(more), err)
+		}
+		n, err := pgqueue.Complete(ctx, b.client, jobs[:1])
+		must(t, err)
+		if n != 1 {
+			t.Fatalf("completed %d", n)
+		}
+		more, _, err := pgqueue.ClaimFlow(ctx, b.client, "q", 10)
+		must(t, err)
+		if len(more) != 1 {
+			t.Fatalf("after one completion: claimed %d, want 1", len(more))
+		}
+		held, err := b.client.QueueHeldBack(ctx, "q")
+		must(t, err)
+		if held.Running != 3 || !held.AtMaxRunning || held.Ready != 6 {
+			t.Fatalf("held back: %+v, want 3 running, at max, 6 ready", held)
+		}
+	})
+
+	t.Run("MaxRunningPerKey", func(t *testing.T) {
+		t.Parallel()
+		b := setupControl(t)
+		// Customer a has most of the backlog, and comes first.
+		for i := range 6 {
+			enqueueFlow(t, b.client, "q", "a", i)
+		}
+		enqueueFlow(t, b.client, "q", "b", 0)
+		enqueueFlow(t, b.client, "q", "c", 0)
+		must(t, b.client.QueueSetLimits(ctx, "q", pgqueue.QueueLimits{MaxRunningPerKey: 2,
+			PartitionBy: pgqueue.PartitionBy{ArgsFields: []string{"customer"}}}))
+		jobs, _, err := pgqueue.ClaimFlow(ctx, b.client, "q", 10)
+		must(t, err)
+		count := map[string]int{}
+		for _, j := range jobs {
+			var a struct{ Customer string }
+			must(t, json.Unmarshal(j.EncodedArgs, &a))
+			count[a.Customer]++
+		}
+		if len(jobs) != 4 || count["a"] != 2 || count["b"] != 1 || count["c"] != 1 {
+			t.Fatalf("claimed %v, want a:2 b:1 c:1", count)
+		}
+		held, err := b.client.QueueHeldBack(ctx, "q")
+		must(t, err)
+		if held.ByKeyLimit != 4 || held.KeysAtLimit != 1 {
+			t.Fatalf("held back: %+v, want 4 by the key limit, 1 key at it", held)
+		}
+	})
+
+	t.Run("Rate", func(t *testing.T) {
+		t.Parallel()
+		b := setupControl(t)
+		for i := range 12 {
+			enqueueFlow(t, b.client, "q", "a", i)
+		}
+		period := 2 * time.Second
+		must(t, b.client.QueueSetLimits(ctx, "q", pgqueue.QueueLimits{Rate: pgqueue.Rate{Limit: 5, Period: period}}))
+		start := time.Now()
+		jobs, _, err := pgqueue.ClaimFlow(ctx, b.client, "q", 10)
+		must(t, err)
+		if len(jobs) != 5 {
+			t.Fatalf("claimed %d, want the rate's 5", len(jobs))
+		}
+		_, err = pgqueue.Complete(ctx, b.client, jobs)
+		must(t, err)
+		// Finished or not, the starts count until they leave the window.
+		if more, _, err := pgqueue.ClaimFlow(ctx, b.client, "q", 10); err != nil || (len(more) != 0 && time.Since(start) < period) {
+			t.Fatalf("within the window: claimed %d, %v", len(more), err)
+		}
+		time.Sleep(time.Until(start.Add(period + 100*time.Millisecond)))
+		more, _, err := pgqueue.ClaimFlow(ctx, b.client, "q", 10)
+		must(t, err)
+		if len(more) != 5 {
+			t.Fatalf("after the window: claimed %d, want 5", len(more))
+		}
+	})
+
+	t.Run("RatePerKey", func(t *testing.T) {
+		t.Parallel()
+		b := setupControl(t)
+		for i := range 4 {
+			enqueueFlow(t, b.client, "q", "a", i)
+			enqueueFlow(t, b.client, "q", "b", i)
+		}
+		must(t, b.client.QueueSetLimits(ctx, "q", pgqueue.QueueLimits{Rate: pgqueue.Rate{Limit: 1, Period: time.Hour, PerKey: true},
+			PartitionBy: pgqueue.PartitionBy{ArgsFields: []string{"customer"}}}))
+		jobs, _, err := pgqueue.ClaimFlow(ctx, b.client, "q", 10)
+		must(t, err)
+		if len(jobs) != 2 {
+			t.Fatalf("claimed %d, want one per key", len(jobs))
+		}
+		if more, _, err := pgqueue.ClaimFlow(ctx, b.client, "q", 10); err != nil || len(more) != 0 {
+			t.Fatalf("each key used its rate: claimed %d, %v", len(more), err)
+		}
+		held, err := b.client.QueueHeldBack(ctx, "q")
+		must(t, err)
+		if held.ByKeyRate != 6 {
+			t.Fatalf("held back: %+v, want 6 by the keys' rate", held)
+		}
+	})
+
+	t.Run("SequenceOneAtATimeInOrder", func(t *testing.T) {
+		t.Parallel()
+		b := setupControl(t)
+		var ids []int64
+		for i := range 3 {
+			ids = append(ids, enqueueFlow(t, b.client, "q", "a", i))
+		}
+		other := enqueueFlow(t, b.client, "q", "b", 0)
+		_, err := b.pool.Exec(ctx, `UPDATE pgqueue.jobs SET sequence_key = 's' WHERE id = ANY ($1)`, ids)
+		must(t, err)
+		for step, id := range ids {
+			jobs, err := pgqueue.Claim(ctx, b.client, "q", 10)
+			must(t, err)
+			want := []int64{id}
+			if step == 0 {
+				want = []int64{id, other}
+			}
+			if got := jobIDs(jobs); fmt.Sprint(got) != fmt.Sprint(want) {
+				t.Fatalf("step %d: claimed %v, want %v", step, got, want)
+			}
+			if more, err := pgqueue.Claim(ctx, b.client, "q", 10); err != nil || len(more) != 0 {
+				t.Fatalf("step %d: while job %d runs, claimed %v, %v", step, id, jobIDs(more), err)
+			}
+			for _, j := range jobs {
+				if j.ID == id {
+					if _, err := pgqueue.Complete(ctx, b.client, []*pgqueue.JobRow{j}); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+		}
+	})
+
+	t.Run("SequenceHeldByDiscarded", func(t *testing.T) {
+		t.Parallel()
+		b := setupControl(t)
+		first := b.jobIn(t, pgqueue.StateDiscarded, nil)
+		second := enqueueFlow(t, b.client, "q2", "a", 0)
+		_, err := b.pool.Exec(ctx, `UPDATE pgqueue.jobs SET sequence_key = 's', queue = 'q2' WHERE id = ANY ($1)`, []int64{first, second})
+		must(t, err)
+		if jobs, err := pgqueue.Claim(ctx, b.client, "q2", 10); err != nil || len(jobs) != 0 {
+			t.Fatalf("behind a discarded job: claimed %v, %v; want nothing by default", jobIDs(jobs), err)
+		}
+		held, err := b.client.QueueHeldBack(ctx, "q2")
+		must(t, err)
+		if held.InSequence != 1 {
+			t.Fatalf("held back: %+v, want 1 in a sequence", held)
+		}
+		must(t, b.client.QueueSetLimits(ctx, "q2", pgqueue.QueueLimits{SequenceContinue: true}))
+		jobs, err := pgqueue.Claim(ctx, b.client, "q2", 10)
+		must(t, err)
+		if fmt.Sprint(jobIDs(jobs)) != fmt.Sprint([]int64{second}) {
+			t.Fatalf("with SequenceContinue: claimed %v, want %d", jobIDs(jobs), second)
+		}
+	})
+}
+
+func jobIDs(jobs []*pgqueue.JobRow) []int64 {
+	ids := make([]int64, len(jobs))
+	for i, j := range jobs {
+		ids[i] = j.ID
+	}
+	slices.Sort(ids) // a claim returns its rows in no set order
+	return ids
+}
+
+// TestFlowLimitsRunningClients runs two clients of ten workers each on a
+// queue limited to three running jobs, two per customer, and checks from
+// the handlers' own counts that no limit was passed and every job ran.
+func TestFlowLimitsRunningClients(t *testing.T) {
+	t.Parallel()
+	pool := newPool(t)
+	ctx := context.Background()
+	var running atomic.Int64
+	var mu sync.Mutex
+	perKey := map[string]int{}
+	peak, keyPeak := int64(0), 0
+	var done atomic.Int64
+	ws := pgqueue.NewWorkers()
+	must(t, pgqueue.AddWorkerFunc(ws, func(ctx context.Context, job *pgqueue.Job[flowArgs]) error {
+		n := running.Add(1)
+		mu.Lock()
+		peak = max(peak, n)
+		perKey[job.Args.Customer]++
+		keyPeak = max(keyPeak, perKey[job.Args.Customer])
+		mu.Unlock()
+		time.Sleep(20 * time.Millisecond)
+		mu.Lock()
+		perKey[job.Args.Customer]--
+		mu.Unlock()
+		running.Add(-1)
+		done.Add(1)
+		return nil
+	}, nil))
+	setup := newClient(t, pool, nil)
+	must(t, setup.QueueSetLimits(ctx, "limited", pgqueue.QueueLimits{MaxRunning: 3, MaxRunningPerKey: 2,
+		PartitionBy: pgqueue.PartitionBy{ArgsFields: []string{"customer"}}}))
+	const jobs = 60
+	for i := range jobs {
+		enqueueFlow(t, setup, "limited", []string{"a", "b", "c"}[i%3], i)
+	}
+	for range 2 {
+		c := newClient(t, pool, &pgqueue.Config{Workers: ws, Queues: map[string]pgqueue.QueueConfig{"limited": {MaxWorkers: 10}},
+			FetchPollInterval: 50 * time.Millisecond})
+		must(t, c.Start(ctx))
+		t.Cleanup(func() { _ = c.Stop(context.Background()) })
+	}
+	deadline := time.Now().Add(2 * time.Minute)
+	for done.Load() < jobs && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if done.Load() != jobs {
+		t.Fatalf("%d of %d jobs ran in 2 minutes", done.Load(), jobs)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if peak > 3 || keyPeak > 2 {
+		t.Fatalf("peak running %d (limit 3), per customer %d (limit 2)", peak, keyPeak)
+	}
+}
