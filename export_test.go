@@ -40,10 +40,12 @@ func Pool(c *Client) interface {
 	return c.pool
 }
 
-// Claim runs one claim of up to limit jobs of queue, as a producer does.
+// Claim runs one claim of up to limit jobs of queue under the queue's
+// claim lock, as a producer does with a backlog or a sequence's jobs.
 func Claim(ctx context.Context, c *Client, queue string, limit int) ([]*JobRow, error) {
-	claims := &producer.Claimer{Pool: c.pool, Queries: c.q, Base: ctx, JobLease: c.config.JobLease, ClientID: c.config.ID}
-	jobs, _, err := claims.Claim(queue, limit, false)
+	claims := &producer.Claimer{Pool: c.pool, Queries: c.q, Base: ctx, JobLease: c.config.JobLease, ClientID: c.config.ID,
+		Schema: c.config.Schema, Log: c.log}
+	jobs, _, err := claims.Claim(queue, limit, false, true)
 	return jobs, err
 }
 
@@ -53,7 +55,7 @@ func Claim(ctx context.Context, c *Client, queue string, limit int) ([]*JobRow, 
 func ClaimFlow(ctx context.Context, c *Client, queue string, limit int) ([]*JobRow, bool, error) {
 	claims := &producer.Claimer{Pool: c.pool, Queries: c.q, Base: ctx, JobLease: c.config.JobLease, ClientID: c.config.ID,
 		Schema: c.config.Schema, Log: c.log}
-	return claims.Claim(queue, limit, true)
+	return claims.Claim(queue, limit, true, true)
 }
 
 // ClaimFlowSQL is sql/claim_flow.sql of the client's schema, for EXPLAIN.

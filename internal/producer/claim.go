@@ -45,15 +45,16 @@ type Claimer struct {
 }
 
 // Claim takes up to limit available jobs of queue, each with a new fence
-// and a lease of jobLease, under the queue's claim lock, which makes claims
-// of a busy queue cheaper (sql/claim_lock.sql) and those that must be exact
-// possible: a limited queue's (flow, sql/claim_flow.sql) and a sequence's
-// jobs. When the lock is held too long (a client stalled mid-claim) it
-// claims without it, leaving those jobs for the next claim.
+// and a lease of jobLease. With locked, under the queue's claim lock, which
+// makes claims of a busy queue cheaper (sql/claim_lock.sql) and those that
+// must be exact possible: a limited queue's (flow, sql/claim_flow.sql,
+// which claims nothing without the lock) and a sequence's jobs. When the
+// lock is held too long (a client stalled mid-claim) it claims without
+// it, leaving those jobs for the next claim.
 //
 // backlog reports whether the queue probably holds more jobs: a full claim
 // says so; a limited queue's claim asks.
-func (c *Claimer) Claim(queue string, limit int, flow bool) (jobs []*pgqueuetype.JobRow, backlog bool, err error) {
+func (c *Claimer) Claim(queue string, limit int, flow, locked bool) (jobs []*pgqueuetype.JobRow, backlog bool, err error) {
 	if err := c.Watch.Blocked(); err != nil {
 		return nil, false, err
 	}
@@ -63,7 +64,11 @@ func (c *Claimer) Claim(queue string, limit int, flow bool) (jobs []*pgqueuetype
 	if flow {
 		claim = c.Queries.ClaimFlow
 	}
-	jobs, backlog, err = c.claimLocked(ctx, claim, flow, queue, limit)
+	if locked || flow {
+		jobs, backlog, err = c.claimLocked(ctx, claim, flow, queue, limit)
+	} else {
+		jobs, err = c.claimUnlocked(ctx, queue, limit)
+	}
 	if errors.Is(err, errClaimLockTimeout) {
 		c.warnLockTimeout(queue)
 		if flow {

@@ -70,12 +70,13 @@ func (p *Poller) Poll(ctx context.Context) error {
 		q       *string
 		limited bool
 		gapUS   int64
+		seq     bool
 	)
-	_, err = pgx.ForEachRow(rows, []any{&q, &limited, &gapUS}, func() error {
+	_, err = pgx.ForEachRow(rows, []any{&q, &limited, &gapUS, &seq}, func() error {
 		if q == nil {
 			p.LeaderFree()
 		} else {
-			p.Wake(*q, Flow{Limited: limited, RateGap: time.Duration(gapUS) * time.Microsecond})
+			p.Wake(*q, Flow{Limited: limited, RateGap: time.Duration(gapUS) * time.Microsecond, Sequenced: seq})
 		}
 		return nil
 	})

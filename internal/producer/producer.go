@@ -80,6 +80,9 @@ type Flow struct {
 	// soon a start held back by the rate may be allowed. Zero without a
 	// rate limit.
 	RateGap time.Duration
+	// Sequenced: the queue has available jobs of a sequence, which only a
+	// claim under the claim lock takes, so every claim takes the lock.
+	Sequenced bool
 }
 
 // flowRetry is how soon a producer whose claim the limits cut short tries
@@ -294,8 +297,12 @@ func (p *Producer) Run(ctx context.Context) {
 			room -= want
 			fetchNow = room > 0
 			limited := flow.Limited
+			// The claim lock makes claims of a busy queue cheaper, and is
+			// needed by a limited queue's and a sequence's; without a
+			// backlog it would be one more statement for each.
+			locked := more || flow.Limited || flow.Sequenced
 			go func() {
-				jobs, backlog, err := p.claims.Claim(p.queue, want, limited)
+				jobs, backlog, err := p.claims.Claim(p.queue, want, limited, locked)
 				results <- claimResult{want: want, sent: sent, jobs: jobs, backlog: backlog, err: err, flow: limited}
 			}()
 		}
