@@ -311,3 +311,65 @@ func TestFlowLimitsRunningClients(t *testing.T) {
 		t.Fatalf("peak running %d (limit 3), per customer %d (limit 2)", peak, keyPeak)
 	}
 }
+
+// TestSequencesRunningClients runs three sequences of ten jobs on two
+// clients of five workers each, in a queue without limits: the poll tells
+// the producers the queue holds sequence jobs, so they claim under the
+// lock; each sequence must run one job at a time, in id order.
+func TestSequencesRunningClients(t *testing.T) {
+	t.Parallel()
+	pool := newPool(t)
+	ctx := context.Background()
+	var mu sync.Mutex
+	runningIn := map[string]int{}
+	order := map[string][]int64{}
+	overlap := ""
+	var done atomic.Int64
+	ws := pgqueue.NewWorkers()
+	must(t, pgqueue.AddWorkerFunc(ws, func(ctx context.Context, job *pgqueue.Job[flowArgs]) error {
+		seq := job.Args.Customer
+		mu.Lock()
+		runningIn[seq]++
+		if runningIn[seq] > 1 {
+			overlap = fmt.Sprintf("sequence %s ran %d jobs at once", seq, runningIn[seq])
+		}
+		order[seq] = append(order[seq], job.ID)
+		mu.Unlock()
+		time.Sleep(5 * time.Millisecond)
+		mu.Lock()
+		runningIn[seq]--
+		mu.Unlock()
+		done.Add(1)
+		return nil
+	}, nil))
+	setup := newClient(t, pool, nil)
+	want := map[string][]int64{}
+	for i := range 30 {
+		seq := []string{"s1", "s2", "s3"}[i%3]
+		id := enqueueFlow(t, setup, "seq", seq, i)
+		want[seq] = append(want[seq], id)
+	}
+	_, err := pool.Exec(ctx, `UPDATE pgqueue.jobs SET sequence_key = args->>'customer' WHERE queue = 'seq'`)
+	must(t, err)
+	for range 2 {
+		c := newClient(t, pool, &pgqueue.Config{Workers: ws, Queues: map[string]pgqueue.QueueConfig{"seq": {MaxWorkers: 5}},
+			FetchPollInterval: 50 * time.Millisecond})
+		must(t, c.Start(ctx))
+		t.Cleanup(func() { _ = c.Stop(context.Background()) })
+	}
+	deadline := time.Now().Add(2 * time.Minute)
+	for done.Load() < 30 && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if done.Load() != 30 {
+		t.Fatalf("%d of 30 jobs ran in 2 minutes", done.Load())
+	}
+	if overlap != "" {
+		t.Fatal(overlap)
+	}
+	if fmt.Sprint(order) != fmt.Sprint(want) {
+		t.Fatalf("ran in order %v, want %v", order, want)
+	}
+}
