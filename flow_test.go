@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/pgqueue/pgqueue"
 )
 
@@ -262,7 +264,11 @@ func jobIDs(jobs []*pgqueue.JobRow) []int64 {
 // the handlers' own counts that no limit was passed and every job ran.
 func TestFlowLimitsRunningClients(t *testing.T) {
 	t.Parallel()
-	pool := newPool(t)
+	runLimitedClients(t, newPool(t))
+}
+
+// runLimitedClients is TestFlowLimitsRunningClients on pool.
+func runLimitedClients(t *testing.T, pool *pgxpool.Pool) {
 	ctx := context.Background()
 	var running atomic.Int64
 	var mu sync.Mutex

@@ -229,3 +229,20 @@ func TestPgBouncer10000Jobs(t *testing.T) {
 	}
 	t.Logf("%d jobs through PgBouncer (transaction mode, cache_describe), 2 clients: all done once in %v", jobs, elapsed.Round(time.Millisecond))
 }
+
+// Through PgBouncer in transaction mode, flow limits hold: the claim lock
+// is transaction-scoped, and so is the setting that says it was granted,
+// so a backend that served one client's claim tells the next nothing.
+func TestPgBouncerFlowLimits(t *testing.T) {
+	t.Parallel()
+	for _, m := range execModes {
+		if m.mode == pgx.QueryExecModeCacheStatement || m.mode == pgx.QueryExecModeDescribeExec {
+			continue // refused through a pooler (TestPgBouncerExecModes)
+		}
+		t.Run(m.name, func(t *testing.T) {
+			t.Parallel()
+			_, pooled := throughPgBouncer(t)
+			runLimitedClients(t, poolWithMode(t, pooled, m.mode))
+		})
+	}
+}
