@@ -1,8 +1,9 @@
 // Package pgqueueui is a web dashboard for pgqueue: queues with their
-// counts, throughput and pauses, the maintenance leader, jobs with filters
-// and their details, lease and advisory locks, and periodic jobs; with
-// retry, cancel, delete, pause and resume behind a confirmation page, a POST
-// and a CSRF token.
+// counts, throughput, pauses and flow limits (and, on a queue's page, its
+// jobs held back by them), the maintenance leader, jobs with filters and
+// their details, lease and advisory locks, and periodic jobs; with retry,
+// cancel, delete, pause and resume behind a confirmation page, a POST and
+// a CSRF token, and a queue's limits set by a form that POSTs with one.
 //
 // A Handler is an http.Handler a service mounts under any path prefix,
 // behind its own authentication middleware:
@@ -157,6 +158,8 @@ func (h *Handler) routes() {
 	m.HandleFunc("POST /jobs/{id}/{action}", h.jobAction)
 	m.HandleFunc("GET /queues/{action}", h.confirmQueueAction)
 	m.HandleFunc("POST /queues/{action}", h.queueAction)
+	m.HandleFunc("GET /queue/{name}", h.queue)
+	m.HandleFunc("POST /queue/{name}/limits", h.setLimits)
 	m.HandleFunc("GET /locks", h.locks)
 	m.HandleFunc("GET /periodic", h.periodic)
 	m.Handle("GET /static/", h.static)
@@ -219,7 +222,8 @@ func (h *Handler) sign(v string) string {
 // checkCSRF reports whether the POST r carries the token of its cookie and
 // does not come from another origin.
 func (h *Handler) checkCSRF(w http.ResponseWriter, r *http.Request) error {
-	// A form here is a token and a queue name: refuse to read more.
+	// A form here is a token, a queue name and its limits: refuse to read
+	// more.
 	r.Body = http.MaxBytesReader(w, r.Body, 64<<10)
 	if err := h.cop.Check(r); err != nil {
 		return err

@@ -657,8 +657,8 @@ func TestPrefix(t *testing.T) {
 		t.Fatalf("prefix root: %d", status)
 	}
 	mustContain(t, "overview", body, `href="/admin/queue/jobs"`, `src="/admin/queue/static/app.js"`,
-		`data-refresh="/admin/queue/fragment/overview"`, `href="/admin/queue/queues/pause?name=email"`)
-	for _, p := range []string{"/static/app.js", "/fragment/overview", "/jobs", fmt.Sprintf("/jobs/%d", id), "/locks", "/periodic"} {
+		`data-refresh="/admin/queue/fragment/overview"`, `href="/admin/queue/queues/pause?name=email"`, `href="/admin/queue/queue/email"`)
+	for _, p := range []string{"/static/app.js", "/fragment/overview", "/jobs", fmt.Sprintf("/jobs/%d", id), "/locks", "/periodic", "/queue/email"} {
 		if status, _ := e.get(p); status != http.StatusOK {
 			t.Errorf("%s under the prefix: %d", p, status)
 		}
@@ -693,6 +693,14 @@ func TestPrefix(t *testing.T) {
 	}
 	_, body = e.get(fmt.Sprintf("/jobs/%d/retry", id))
 	mustContain(t, "confirm", body, fmt.Sprintf(`action="/admin/queue/jobs/%d/retry"`, id))
+	form = e.confirm("/queue/email")
+	form.Set("max_running", "2")
+	resp2, _ = e.post("/queue/email/limits", form)
+	if resp2.StatusCode != http.StatusSeeOther || resp2.Header.Get("Location") != "/admin/queue/queue/email?done=limits" {
+		t.Errorf("limits under the prefix: %d %s", resp2.StatusCode, resp2.Header.Get("Location"))
+	}
+	_, body = e.get("/queue/email")
+	mustContain(t, "queue page", body, `action="/admin/queue/queue/email/limits"`, `href="/admin/queue/jobs?queue=email"`)
 }
 
 func TestNewRefusesBadOptions(t *testing.T) {

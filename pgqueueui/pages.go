@@ -275,6 +275,7 @@ var doneMessages = map[string]string{
 	"delete": "The job was deleted.",
 	"pause":  "The queue was paused.",
 	"resume": "The queue was resumed.",
+	"limits": "The queue's limits were saved: every client obeys them from now on.",
 }
 
 func parseID(r *http.Request) (int64, bool) {

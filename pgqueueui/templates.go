@@ -3,16 +3,51 @@ package pgqueueui
 import (
 	"fmt"
 	"html/template"
+	"strings"
 	"time"
+
+	"github.com/pgqueue/pgqueue"
+	"github.com/pgqueue/pgqueue/internal/limitspec"
 )
 
 // pages are the templates besides the layout, one file each.
-var pages = []string{"overview", "jobs", "job", "confirm", "locks", "periodic", "error"}
+var pages = []string{"overview", "queue", "jobs", "job", "confirm", "locks", "periodic", "error"}
 
 var funcs = template.FuncMap{
-	"ts":   formatTime,
-	"dur":  formatDuration,
-	"clip": clip,
+	"ts":     formatTime,
+	"dur":    formatDuration,
+	"clip":   clip,
+	"limits": limitsSummary,
+	"rate":   func(r pgqueue.Rate) string { return limitspec.FormatRate(r.Limit, r.Period) },
+	"period": limitspec.FormatPeriod,
+	"partitionBy": func(p pgqueue.PartitionBy) string {
+		return limitspec.FormatPartitionBy(p.Kind, p.ArgsFields)
+	},
+}
+
+// limitsSummary is a queue's limits on one line, "" for none.
+func limitsSummary(l pgqueue.QueueLimits) string {
+	var items []string
+	if l.MaxRunning > 0 {
+		items = append(items, fmt.Sprintf("max %d running", l.MaxRunning))
+	}
+	if l.MaxRunningPerKey > 0 {
+		items = append(items, fmt.Sprintf("max %d per key", l.MaxRunningPerKey))
+	}
+	if l.Rate.Limit > 0 {
+		r := limitspec.FormatRate(l.Rate.Limit, l.Rate.Period)
+		if l.Rate.PerKey {
+			r += " per key"
+		}
+		items = append(items, r)
+	}
+	if by := limitspec.FormatPartitionBy(l.PartitionBy.Kind, l.PartitionBy.ArgsFields); by != "" {
+		items = append(items, "key "+by)
+	}
+	if l.SequenceContinue {
+		items = append(items, "sequences continue")
+	}
+	return strings.Join(items, " · ")
 }
 
 // clip shortens stored JSON for a list: args can be megabytes; the job's

@@ -10,7 +10,7 @@
 //	migrate   apply, revert or inspect the schema migrations:
 //	          pgqueue migrate up | down N | down --all | version | force V
 //	jobs      list, get, retry, cancel or delete jobs
-//	queues    list, pause or resume queues
+//	queues    list, pause, resume or limit queues
 //	stats     queues, recent throughput and running jobs (--watch)
 //	locks     lease locks and the advisory locks held right now
 //	enqueue   enqueue one job: pgqueue enqueue KIND ARGS-JSON
@@ -63,7 +63,7 @@ Commands:
 	migrate   apply, revert or inspect the schema migrations
 	grants    print the SQL granting a role what an application needs
 	jobs      list, get, retry, cancel or delete jobs
-	queues    list, pause or resume queues
+	queues    list, pause, resume or limit queues
 	stats     queues, recent throughput and running jobs (--watch)
 	locks     lease locks and the advisory locks held right now
 	enqueue   enqueue one job: pgqueue enqueue KIND ARGS-JSON

@@ -12,27 +12,54 @@ import (
 
 const queuesUsage = `Usage: pgqueue queues <subcommand> [flags]
 
-Inspects, pauses and resumes queues.
+Inspects, pauses and resumes queues, and shows and sets their flow limits.
 
 Subcommands:
 
-	list            every queue with unfinished jobs or a pause: paused or
-	                not, scheduled, available and running jobs, and how long
-	                the oldest available job has waited
+	list            every queue with unfinished jobs, a pause or limits:
+	                paused or not, scheduled, available and running jobs,
+	                how long the oldest available job has waited, and its
+	                limits (max=N key-max=N rate=N/P or key-rate=N/P
+	                by=... seq=continue; "-" for none)
 	pause NAME...   stop every client of the schema from claiming the
 	                queues' jobs (running jobs finish; enqueues still work)
 	resume NAME...  let them claim again, at once
+	limit NAME      set the queue's flow limits: every client obeys them
+	                from the commit on. The flags state the whole new
+	                limits: a flag left out is no limit, whatever the queue
+	                had. --clear removes them all. Prints the stored limits.
+	limits NAME     the queue's limits, and its available jobs counted by
+	                what holds them back (a sequence, a key's limit or
+	                rate) or ready; reads every available job of the queue
+
+Flags of limit:
+
+	--max-running N          at most N jobs of the queue running at once,
+	                         across every client (N >= 1)
+	--max-running-per-key N  at most N running per partition key
+	--rate N/PERIOD          at most N starts within any PERIOD: 100/1m,
+	                         10/s, 5/1h30m (PERIOD at least 1ms)
+	--rate-per-key           count each partition key's starts apart
+	--partition-by LIST      derive the key of jobs enqueued without one
+	                         from kind and up to four args fields:
+	                         kind,args.customer_id
+	--sequence-continue      a discarded or cancelled job of a sequence
+	                         releases the next one (by default it holds
+	                         the sequence until retried or deleted)
+	--clear                  remove every limit (given alone)
+
+docs/concepts/flow-control.md says what each limit guarantees.
 
 Flags:
 
 	--database-url URL  database (default: $DATABASE_URL)
 	--schema NAME       schema of pgqueue's tables (default "pgqueue")
-	--json              list: print JSON instead of a table
+	--json              list, limit, limits: print JSON instead of text
 `
 
 func runQueues(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
-		return parseFailed("queues", queuesUsage, usagef("missing subcommand: list, pause or resume"), stdout, stderr)
+		return parseFailed("queues", queuesUsage, usagef("missing subcommand: list, pause, resume, limit or limits"), stdout, stderr)
 	}
 	sub, rest := args[0], args[1:]
 	var err error
@@ -41,11 +68,15 @@ func runQueues(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		err = queuesList(ctx, rest, stdout)
 	case "pause", "resume":
 		err = queuesControl(ctx, sub, rest, stdout)
+	case "limit":
+		err = queuesLimit(ctx, rest, stdout)
+	case "limits":
+		err = queuesLimits(ctx, rest, stdout)
 	case "-h", "-help", "--help":
 		fmt.Fprint(stdout, queuesUsage)
 		return exitOK
 	default:
-		err = usagef("unknown subcommand %q: want list, pause or resume", sub)
+		err = usagef("unknown subcommand %q: want list, pause, resume, limit or limits", sub)
 	}
 	return finish("queues", queuesUsage, err, stdout, stderr)
 }
@@ -60,11 +91,12 @@ type queueJSON struct {
 	Running              int64      `json:"running"`
 	OldestAvailableAt    *time.Time `json:"oldest_available_at"`
 	OldestAvailableAgeMS int64      `json:"oldest_available_age_ms"`
+	Limits               limitsJSON `json:"limits"`
 }
 
 func newQueueJSON(q *pgqueue.QueueInfo) queueJSON {
 	out := queueJSON{Name: q.Name, Paused: q.Paused, Scheduled: q.Scheduled, Available: q.Available,
-		Running: q.Running, OldestAvailableAgeMS: q.OldestAvailableAge.Milliseconds()}
+		Running: q.Running, OldestAvailableAgeMS: q.OldestAvailableAge.Milliseconds(), Limits: newLimitsJSON(q.Limits)}
 	if q.Paused {
 		out.PausedAt = &q.PausedAt
 	}
@@ -111,14 +143,14 @@ func queuesList(ctx context.Context, args []string, stdout io.Writer) error {
 		}
 		return writeJSON(stdout, out)
 	}
-	t := newTable(stdout, "QUEUE", "PAUSED", "SCHEDULED", "AVAILABLE", "RUNNING", "OLDEST AVAILABLE")
+	t := newTable(stdout, "QUEUE", "PAUSED", "SCHEDULED", "AVAILABLE", "RUNNING", "OLDEST AVAILABLE", "LIMITS")
 	for _, q := range qs {
 		t.row(q.Name, yesNo(q.Paused), strconv.FormatInt(q.Scheduled, 10), strconv.FormatInt(q.Available, 10),
-			strconv.FormatInt(q.Running, 10), age(q.OldestAvailableAge))
+			strconv.FormatInt(q.Running, 10), age(q.OldestAvailableAge), truncate(compactLimits(q.Limits), 120))
 	}
 	t.flush()
 	if len(qs) == 0 {
-		fmt.Fprintln(stdout, "(no queue has unfinished jobs or a pause)")
+		fmt.Fprintln(stdout, "(no queue has unfinished jobs, a pause or limits)")
 	}
 	return nil
 }
