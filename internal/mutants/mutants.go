@@ -92,8 +92,26 @@ var mutants = []mutant{
 
 	// Pausing queues.
 	{name: "claim-ignores-pause", file: "internal/jobsql/sql/claim.sql",
-		old: "      AND NOT EXISTS (SELECT 1 FROM {{schema}}.queues WHERE name = $1 AND paused_at IS NOT NULL)\n", new: "",
+		old: "WHERE name = $1 AND (paused_at IS NOT NULL OR max_running IS NOT NULL", new: "WHERE name = $1 AND (max_running IS NOT NULL",
 		tests: []testRun{{pkg: "./", run: "TestQueuePause"}}},
+
+	// Flow control: a limited queue is claimed only by claim_flow.sql,
+	// within its limits; a sequence's job only as its sequence's next.
+	{name: "claim-takes-limited-queue", file: "internal/jobsql/sql/claim.sql",
+		old: " OR max_running IS NOT NULL\n", new: "\n",
+		tests: []testRun{{pkg: "./", run: "TestClaimFlow/MaxRunning$"}}},
+	{name: "claim-ignores-sequence", file: "internal/jobsql/sql/claim.sql",
+		old: "      AND (sequence_key IS NULL OR {{schema}}.sequence_next(queue, sequence_key, id))\n", new: "",
+		tests: []testRun{{pkg: "./", run: "TestClaimFlow/Sequence|TestSequencesRunningClients"}}},
+	{name: "claim_flow-ignores-max-running", file: "internal/jobsql/sql/claim_flow.sql",
+		old: "q.max_running - (SELECT count(*) FROM running),", new: "q.max_running,",
+		tests: []testRun{{pkg: "./", run: "TestClaimFlow/MaxRunning$|TestFlowLimitsRunningClients"}}},
+	{name: "claim_flow-ignores-key-running", file: "internal/jobsql/sql/claim_flow.sql",
+		old: "(c.rank <= (SELECT max_running_per_key FROM q) - coalesce(r.n, 0)) IS NOT FALSE", new: "(c.rank <= (SELECT max_running_per_key FROM q)) IS NOT FALSE",
+		tests: []testRun{{pkg: "./", run: "TestClaimFlow/MaxRunningPerKey|TestFlowLimitsRunningClients"}}},
+	{name: "claim_flow-forgets-rate", file: "internal/jobsql/sql/claim_flow.sql",
+		old: "THEN q.rate_limit - (SELECT count(*)", new: "THEN q.rate_limit + 0 * (SELECT count(*)",
+		tests: []testRun{{pkg: "./", run: "TestClaimFlow/Rate$"}}},
 	{name: "poll-ignores-pause", file: "internal/jobsql/sql/poll.sql",
 		old: "  AND NOT EXISTS (SELECT 1 FROM {{schema}}.queues p WHERE p.name = q AND p.paused_at IS NOT NULL)\n", new: "",
 		tests: []testRun{{pkg: "./", run: "TestQueuePause"}}},
