@@ -2,7 +2,8 @@
 LOCK TABLE {{schema}}.jobs IN ACCESS EXCLUSIVE MODE;
 
 DROP INDEX {{schema}}.jobs_sequence_idx;
-DROP INDEX {{schema}}.jobs_running_queue_idx;
+DROP INDEX {{schema}}.jobs_running_idx;
+CREATE INDEX jobs_running_lease_idx ON {{schema}}.jobs (lease_until) WHERE state = 'running';
 DROP TABLE {{schema}}.flow_rates;
 DROP FUNCTION {{schema}}.sequence_next(text, text, bigint);
 DROP FUNCTION {{schema}}.flow_key(text, text, jsonb, boolean, text[]);

@@ -84,9 +84,15 @@ CREATE TABLE {{schema}}.flow_rates (
     PRIMARY KEY (queue, key)
 );
 
--- Running jobs by queue: a limited queue's claim counts them (and reads
--- their keys) on every claim.
-CREATE INDEX jobs_running_queue_idx ON {{schema}}.jobs (queue) WHERE state = 'running';
+-- Running jobs by queue, replacing jobs_running_lease_idx: a limited
+-- queue's claim counts them (and reads their keys) on every claim. One
+-- index of running rows, not two: every claim and every result adds or
+-- leaves an entry in each, so a second would cost every queue, limited or
+-- not. The rescuer, which looked for expired leases in lease_until order,
+-- now reads all running entries (at most the workers' slots) and sorts the
+-- expired ones.
+DROP INDEX {{schema}}.jobs_running_lease_idx;
+CREATE INDEX jobs_running_idx ON {{schema}}.jobs (queue, lease_until) WHERE state = 'running';
 
 -- The jobs of a sequence that can still run or hold it: the claim's check
 -- that a job is its sequence's next reads only these.

@@ -2,7 +2,7 @@
 -- a row in queues, with its pause, its flow limits and the count of its jobs in those three
 -- states, exact at the statement's snapshot. Each count reads only its
 -- state's partial index (jobs_fetch_idx, jobs_scheduled_idx,
--- jobs_running_lease_idx) and the rows it names, so the cost grows with the
+-- jobs_running_idx) and the rows it names, so the cost grows with the
 -- backlog, never with the finished jobs. The oldest available job's run_at
 -- comes from the same pass, with its age by the database clock.
 WITH available AS (
