@@ -15,23 +15,23 @@ import (
 	"github.com/pgqueue/pgqueue/internal/jobsql"
 )
 
-// flowArgs declares flow keys as its kind's defaults.
-type flowArgs struct {
+// keyDefaultsArgs declares flow keys as its kind's defaults.
+type keyDefaultsArgs struct {
 	N int `json:"n"`
 }
 
-func (flowArgs) Kind() string { return "flow" }
+func (keyDefaultsArgs) Kind() string { return "key_defaults" }
 
-func (flowArgs) EnqueueOpts() pgqueue.EnqueueOpts {
+func (keyDefaultsArgs) EnqueueOpts() pgqueue.EnqueueOpts {
 	return pgqueue.EnqueueOpts{PartitionKey: "default-partition", SequenceKey: "default-sequence"}
 }
 
 // The keys of the tests: multi-byte, and the longest allowed.
 var (
-	partitionKey = "tenant ü/7"
-	sequenceKey  = "order-42 𝄞"
-	longKey      = strings.Repeat("é", 127) + "k" // 255 bytes
-	farFuture    = time.Date(2040, 1, 2, 3, 4, 5, 0, time.UTC)
+	insertPartitionKey = "tenant ü/7"
+	insertSequenceKey  = "order-42 𝄞"
+	insertLongKey      = strings.Repeat("é", 127) + "k" // 255 bytes
+	insertRunAt        = time.Date(2040, 1, 2, 3, 4, 5, 0, time.UTC)
 )
 
 // checkKeys fails unless row and the job as JobGet reads it carry the
@@ -48,8 +48,7 @@ func checkKeys(t *testing.T, c *pgqueue.Client, what string, row *pgqueue.JobRow
 	}
 }
 
-// jobByN is the job of kind flow (or note, as args say) whose args n is n,
-// as JobGet reads it.
+// jobByN is the job of kind whose args n is n, as JobGet reads it.
 func jobByN(t *testing.T, c *pgqueue.Client, pool *pgxpool.Pool, kind string, n int) *pgqueue.JobRow {
 	t.Helper()
 	var id int64
@@ -68,12 +67,12 @@ func flowManyParams(n int, later bool) []pgqueue.EnqueueManyParams {
 		o := &pgqueue.EnqueueOpts{}
 		switch i % 3 {
 		case 0:
-			o.PartitionKey, o.SequenceKey = partitionKey, fmt.Sprint("seq-", i)
+			o.PartitionKey, o.SequenceKey = insertPartitionKey, fmt.Sprint("seq-", i)
 		case 1:
-			o.PartitionKey = longKey
+			o.PartitionKey = insertLongKey
 		}
 		if later && i%2 == 1 {
-			o.RunAt = farFuture
+			o.RunAt = insertRunAt
 		}
 		params[i] = pgqueue.EnqueueManyParams{Args: noteArgs{N: i}, Opts: o}
 	}
@@ -89,9 +88,9 @@ func checkManyKeys(t *testing.T, c *pgqueue.Client, pool *pgxpool.Pool, n int) {
 		var wantP, wantS string
 		switch i % 3 {
 		case 0:
-			wantP, wantS = partitionKey, fmt.Sprint("seq-", i)
+			wantP, wantS = insertPartitionKey, fmt.Sprint("seq-", i)
 		case 1:
-			wantP = longKey
+			wantP = insertLongKey
 		}
 		if row.PartitionKey != wantP || row.SequenceKey != wantS {
 			t.Fatalf("job %d: keys %q, %q; want %q, %q", i, row.PartitionKey, row.SequenceKey, wantP, wantS)
@@ -109,7 +108,7 @@ func checkManyKeys(t *testing.T, c *pgqueue.Client, pool *pgxpool.Pool, n int) {
 func TestInsertFlowKeysOnEveryPath(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	opts := &pgqueue.EnqueueOpts{PartitionKey: partitionKey, SequenceKey: sequenceKey}
+	opts := &pgqueue.EnqueueOpts{PartitionKey: insertPartitionKey, SequenceKey: insertSequenceKey}
 
 	t.Run("EnqueueAndEnqueueTx", func(t *testing.T) {
 		t.Parallel()
@@ -117,10 +116,10 @@ func TestInsertFlowKeysOnEveryPath(t *testing.T) {
 		c := newClient(t, pool, nil)
 		res, err := c.Enqueue(ctx, noteArgs{N: 1}, opts)
 		must(t, err)
-		checkKeys(t, c, "Enqueue", res.JobRow, partitionKey, sequenceKey)
-		res, err = c.Enqueue(ctx, noteArgs{N: 2}, &pgqueue.EnqueueOpts{PartitionKey: longKey, RunAt: farFuture})
+		checkKeys(t, c, "Enqueue", res.JobRow, insertPartitionKey, insertSequenceKey)
+		res, err = c.Enqueue(ctx, noteArgs{N: 2}, &pgqueue.EnqueueOpts{PartitionKey: insertLongKey, RunAt: insertRunAt})
 		must(t, err)
-		checkKeys(t, c, "Enqueue scheduled, partition key alone", res.JobRow, longKey, "")
+		checkKeys(t, c, "Enqueue scheduled, partition key alone", res.JobRow, insertLongKey, "")
 		res, err = c.Enqueue(ctx, noteArgs{N: 3}, nil)
 		must(t, err)
 		checkKeys(t, c, "Enqueue without keys", res.JobRow, "", "")
@@ -128,10 +127,10 @@ func TestInsertFlowKeysOnEveryPath(t *testing.T) {
 		tx, err := pool.Begin(ctx)
 		must(t, err)
 		defer func() { _ = tx.Rollback(ctx) }()
-		res, err = c.EnqueueTx(ctx, tx, noteArgs{N: 4}, &pgqueue.EnqueueOpts{SequenceKey: longKey})
+		res, err = c.EnqueueTx(ctx, tx, noteArgs{N: 4}, &pgqueue.EnqueueOpts{SequenceKey: insertLongKey})
 		must(t, err)
 		must(t, tx.Commit(ctx))
-		checkKeys(t, c, "EnqueueTx, sequence key alone", res.JobRow, "", longKey)
+		checkKeys(t, c, "EnqueueTx, sequence key alone", res.JobRow, "", insertLongKey)
 		if n := countJobs(t, pool, "partition_key IS NULL AND sequence_key IS NULL"); n != 1 {
 			t.Fatalf("%d jobs without keys, want 1 (NULL, not '')", n)
 		}
@@ -174,17 +173,17 @@ func TestInsertFlowKeysOnEveryPath(t *testing.T) {
 		t.Parallel()
 		pool := newPool(t)
 		c := newClient(t, pool, nil)
-		unique := &pgqueue.EnqueueOpts{PartitionKey: partitionKey, SequenceKey: sequenceKey, Unique: &pgqueue.UniqueOpts{ByKey: "u"}}
+		unique := &pgqueue.EnqueueOpts{PartitionKey: insertPartitionKey, SequenceKey: insertSequenceKey, Unique: &pgqueue.UniqueOpts{ByKey: "u"}}
 		res, err := c.Enqueue(ctx, noteArgs{N: 1}, unique)
 		must(t, err)
-		checkKeys(t, c, "unique Enqueue", res.JobRow, partitionKey, sequenceKey)
+		checkKeys(t, c, "unique Enqueue", res.JobRow, insertPartitionKey, insertSequenceKey)
 		// The duplicate's row is the existing job's, with its keys.
 		dup, err := c.Enqueue(ctx, noteArgs{N: 2}, &pgqueue.EnqueueOpts{PartitionKey: "other", Unique: &pgqueue.UniqueOpts{ByKey: "u"}})
 		must(t, err)
 		if !dup.Duplicate || dup.ID != res.ID {
 			t.Fatalf("not a duplicate of job %d: %+v", res.ID, dup)
 		}
-		checkKeys(t, c, "duplicate", dup.JobRow, partitionKey, sequenceKey)
+		checkKeys(t, c, "duplicate", dup.JobRow, insertPartitionKey, insertSequenceKey)
 
 		// A batch with unique jobs: its own statement.
 		params := flowManyParams(10, true)
@@ -211,27 +210,27 @@ func TestInsertFlowKeysOnEveryPath(t *testing.T) {
 		t.Parallel()
 		pool := newPool(t)
 		c := newClient(t, pool, nil)
-		res, err := c.Enqueue(ctx, flowArgs{N: 1}, nil)
+		res, err := c.Enqueue(ctx, keyDefaultsArgs{N: 1}, nil)
 		must(t, err)
 		checkKeys(t, c, "defaults", res.JobRow, "default-partition", "default-sequence")
-		res, err = c.Enqueue(ctx, flowArgs{N: 2}, &pgqueue.EnqueueOpts{PartitionKey: partitionKey})
+		res, err = c.Enqueue(ctx, keyDefaultsArgs{N: 2}, &pgqueue.EnqueueOpts{PartitionKey: insertPartitionKey})
 		must(t, err)
-		checkKeys(t, c, "the caller's partition key", res.JobRow, partitionKey, "default-sequence")
-		res, err = c.Enqueue(ctx, flowArgs{N: 3}, &pgqueue.EnqueueOpts{SequenceKey: sequenceKey})
+		checkKeys(t, c, "the caller's partition key", res.JobRow, insertPartitionKey, "default-sequence")
+		res, err = c.Enqueue(ctx, keyDefaultsArgs{N: 3}, &pgqueue.EnqueueOpts{SequenceKey: insertSequenceKey})
 		must(t, err)
-		checkKeys(t, c, "the caller's sequence key", res.JobRow, "default-partition", sequenceKey)
+		checkKeys(t, c, "the caller's sequence key", res.JobRow, "default-partition", insertSequenceKey)
 
 		params := make([]pgqueue.EnqueueManyParams, pgqueue.CopyThreshold)
 		for i := range params {
-			params[i] = pgqueue.EnqueueManyParams{Args: flowArgs{N: 10 + i}}
+			params[i] = pgqueue.EnqueueManyParams{Args: keyDefaultsArgs{N: 10 + i}}
 		}
-		params[0].Opts = &pgqueue.EnqueueOpts{SequenceKey: sequenceKey}
+		params[0].Opts = &pgqueue.EnqueueOpts{SequenceKey: insertSequenceKey}
 		_, err = c.EnqueueMany(ctx, params)
 		must(t, err)
-		if row := jobByN(t, c, pool, "flow", 10); row.PartitionKey != "default-partition" || row.SequenceKey != sequenceKey {
+		if row := jobByN(t, c, pool, "key_defaults", 10); row.PartitionKey != "default-partition" || row.SequenceKey != insertSequenceKey {
 			t.Fatalf("COPY with the caller's sequence key: %q, %q", row.PartitionKey, row.SequenceKey)
 		}
-		if n := countJobs(t, pool, "kind = 'flow' AND partition_key = 'default-partition' AND sequence_key = 'default-sequence'"); n != 1+len(params)-1 {
+		if n := countJobs(t, pool, "kind = 'key_defaults' AND partition_key = 'default-partition' AND sequence_key = 'default-sequence'"); n != 1+len(params)-1 {
 			t.Fatalf("%d jobs with both default keys, want %d", n, len(params))
 		}
 	})
@@ -254,11 +253,11 @@ func TestInsertFlowKeysOnEveryPath(t *testing.T) {
 		c := newClient(t, pool, &pgqueue.Config{EnqueueMiddleware: []pgqueue.EnqueueMiddleware{mw}})
 		res, err := c.Enqueue(ctx, noteArgs{N: 1}, opts)
 		must(t, err)
-		checkKeys(t, c, "Enqueue through middleware", res.JobRow, partitionKey, sequenceKey)
-		res, err = c.Enqueue(ctx, noteArgs{N: 2}, &pgqueue.EnqueueOpts{SequenceKey: sequenceKey})
+		checkKeys(t, c, "Enqueue through middleware", res.JobRow, insertPartitionKey, insertSequenceKey)
+		res, err = c.Enqueue(ctx, noteArgs{N: 2}, &pgqueue.EnqueueOpts{SequenceKey: insertSequenceKey})
 		must(t, err)
-		checkKeys(t, c, "a key the middleware set", res.JobRow, "from-middleware", sequenceKey)
-		if len(seen) != 2 || seen[0] != partitionKey+"|"+sequenceKey || seen[1] != "|"+sequenceKey {
+		checkKeys(t, c, "a key the middleware set", res.JobRow, "from-middleware", insertSequenceKey)
+		if len(seen) != 2 || seen[0] != insertPartitionKey+"|"+insertSequenceKey || seen[1] != "|"+insertSequenceKey {
 			t.Fatalf("middleware saw %q", seen)
 		}
 		params := flowManyParams(pgqueue.CopyThreshold, true)
@@ -267,7 +266,7 @@ func TestInsertFlowKeysOnEveryPath(t *testing.T) {
 		}
 		_, err = c.EnqueueMany(ctx, params)
 		must(t, err)
-		if row := jobByN(t, c, pool, "note", 100); row.PartitionKey != partitionKey || row.SequenceKey != "seq-0" {
+		if row := jobByN(t, c, pool, "note", 100); row.PartitionKey != insertPartitionKey || row.SequenceKey != "seq-0" {
 			t.Fatalf("COPY through middleware, job 0: %q, %q", row.PartitionKey, row.SequenceKey)
 		}
 		if row := jobByN(t, c, pool, "note", 102); row.PartitionKey != "from-middleware" || row.SequenceKey != "" {
@@ -279,18 +278,18 @@ func TestInsertFlowKeysOnEveryPath(t *testing.T) {
 		t.Parallel()
 		pool := newPool(t)
 		c := newClient(t, pool, nil)
-		res, err := c.Enqueue(ctx, noteArgs{N: 1}, &pgqueue.EnqueueOpts{Queue: "plain", PartitionKey: partitionKey, SequenceKey: sequenceKey})
+		res, err := c.Enqueue(ctx, noteArgs{N: 1}, &pgqueue.EnqueueOpts{Queue: "plain", PartitionKey: insertPartitionKey, SequenceKey: insertSequenceKey})
 		must(t, err)
 		list, err := c.JobList(ctx, &pgqueue.JobListParams{IDs: []int64{res.ID}})
 		must(t, err)
-		if len(list.Jobs) != 1 || list.Jobs[0].PartitionKey != partitionKey || list.Jobs[0].SequenceKey != sequenceKey {
+		if len(list.Jobs) != 1 || list.Jobs[0].PartitionKey != insertPartitionKey || list.Jobs[0].SequenceKey != insertSequenceKey {
 			t.Fatalf("JobList: %+v", list.Jobs)
 		}
 		// The plain claim, under the claim lock (a sequence's job is
 		// claimed only under it).
 		jobs, err := pgqueue.Claim(ctx, c, "plain", 10)
 		must(t, err)
-		if len(jobs) != 1 || jobs[0].PartitionKey != partitionKey || jobs[0].SequenceKey != sequenceKey {
+		if len(jobs) != 1 || jobs[0].PartitionKey != insertPartitionKey || jobs[0].SequenceKey != insertSequenceKey {
 			t.Fatalf("claim: %+v", jobs)
 		}
 		// The control calls return the row too: cancel (a running job's
@@ -303,7 +302,7 @@ func TestInsertFlowKeysOnEveryPath(t *testing.T) {
 		}{{"JobCancel", c.JobCancel}, {"JobRetry", c.JobRetry}, {"JobCancel", c.JobCancel}, {"JobDelete", c.JobDelete}} {
 			row, err := call.f(ctx, res.ID)
 			must(t, err)
-			if row.PartitionKey != partitionKey || row.SequenceKey != sequenceKey {
+			if row.PartitionKey != insertPartitionKey || row.SequenceKey != insertSequenceKey {
 				t.Fatalf("%s: keys %q, %q", call.name, row.PartitionKey, row.SequenceKey)
 			}
 		}
@@ -322,19 +321,19 @@ func TestInsertFlowKeysOnEveryPath(t *testing.T) {
 		_, err = pool.Exec(ctx, `INSERT INTO pgqueue.queues (name, max_running) VALUES ('limited', 5)`)
 		must(t, err)
 		for _, queue := range []string{"limited", "plain"} {
-			_, err := c.Enqueue(ctx, noteArgs{N: 1}, &pgqueue.EnqueueOpts{Queue: queue, PartitionKey: partitionKey, SequenceKey: sequenceKey})
+			_, err := c.Enqueue(ctx, noteArgs{N: 1}, &pgqueue.EnqueueOpts{Queue: queue, PartitionKey: insertPartitionKey, SequenceKey: insertSequenceKey})
 			must(t, err)
 		}
-		byID, err := c.Enqueue(ctx, noteArgs{N: 2}, &pgqueue.EnqueueOpts{Queue: "other", PartitionKey: longKey, SequenceKey: longKey})
+		byID, err := c.Enqueue(ctx, noteArgs{N: 2}, &pgqueue.EnqueueOpts{Queue: "other", PartitionKey: insertLongKey, SequenceKey: insertLongKey})
 		must(t, err)
 		for _, tc := range []struct {
 			name, queue, sql string
 			args             []any
 			partition, seq   string
 		}{
-			{"claim_flow.sql", "limited", q.ClaimFlow, []any{"limited", 10, int64(60e6), "w"}, partitionKey, sequenceKey},
-			{"claim.sql", "plain", q.Claim, []any{"plain", 10, int64(60e6), "w"}, partitionKey, sequenceKey},
-			{"claim_id.sql", "other", q.ClaimID, []any{byID.ID, int64(60e6), "w"}, longKey, longKey},
+			{"claim_flow.sql", "limited", q.ClaimFlow, []any{"limited", 10, int64(60e6), "w"}, insertPartitionKey, insertSequenceKey},
+			{"claim.sql", "plain", q.Claim, []any{"plain", 10, int64(60e6), "w"}, insertPartitionKey, insertSequenceKey},
+			{"claim_id.sql", "other", q.ClaimID, []any{byID.ID, int64(60e6), "w"}, insertLongKey, insertLongKey},
 		} {
 			err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
 				if _, err := tx.Exec(ctx, q.ClaimLock, pgqueue.SchemaDefault, tc.queue, 1000); err != nil {
@@ -370,7 +369,7 @@ func TestInsertFlowKeysOnEveryPath(t *testing.T) {
 			return nil
 		}, nil))
 		b := startClient(t, pool, ws, nil)
-		_, err := b.client.Enqueue(ctx, noteArgs{N: 1}, &pgqueue.EnqueueOpts{PartitionKey: partitionKey, SequenceKey: sequenceKey})
+		_, err := b.client.Enqueue(ctx, noteArgs{N: 1}, &pgqueue.EnqueueOpts{PartitionKey: insertPartitionKey, SequenceKey: insertSequenceKey})
 		must(t, err)
 		var row *pgqueue.JobRow
 		select {
@@ -378,7 +377,7 @@ func TestInsertFlowKeysOnEveryPath(t *testing.T) {
 		case <-time.After(30 * time.Second):
 			t.Fatal("the job was not worked")
 		}
-		if row.PartitionKey != partitionKey || row.SequenceKey != sequenceKey {
+		if row.PartitionKey != insertPartitionKey || row.SequenceKey != insertSequenceKey {
 			t.Fatalf("the handler's job has keys %q, %q", row.PartitionKey, row.SequenceKey)
 		}
 	})
@@ -393,7 +392,7 @@ func TestInsertFlowKeysUniqueUpsert(t *testing.T) {
 	ctx := context.Background()
 	// A completed job does not hold the key, as in TestUniqueRacedInsert.
 	unique := &pgqueue.UniqueOpts{ByKey: "k", ByState: []pgqueue.JobState{pgqueue.StateScheduled, pgqueue.StateAvailable, pgqueue.StateRunning}}
-	opts := &pgqueue.EnqueueOpts{PartitionKey: partitionKey, SequenceKey: sequenceKey, Unique: unique}
+	opts := &pgqueue.EnqueueOpts{PartitionKey: insertPartitionKey, SequenceKey: insertSequenceKey, Unique: unique}
 	holderOpts := &pgqueue.EnqueueOpts{PartitionKey: "holder", Unique: unique}
 
 	t.Run("Inserts", func(t *testing.T) {
@@ -417,7 +416,7 @@ func TestInsertFlowKeysUniqueUpsert(t *testing.T) {
 		if res.Duplicate || rounds != 2 {
 			t.Fatalf("after %d statements: %+v, want a new job after 2", rounds, res)
 		}
-		checkKeys(t, other, "upsert's insert", res.JobRow, partitionKey, sequenceKey)
+		checkKeys(t, other, "upsert's insert", res.JobRow, insertPartitionKey, insertSequenceKey)
 	})
 
 	t.Run("ReturnsTheHolder", func(t *testing.T) {
@@ -455,7 +454,7 @@ func TestInsertFlowKeysRefused(t *testing.T) {
 		name, option string
 		opts         pgqueue.EnqueueOpts
 	}{
-		{"PartitionKeyTooLong", "PartitionKey", pgqueue.EnqueueOpts{PartitionKey: longKey + "x"}},
+		{"PartitionKeyTooLong", "PartitionKey", pgqueue.EnqueueOpts{PartitionKey: insertLongKey + "x"}},
 		{"PartitionKeyNUL", "PartitionKey", pgqueue.EnqueueOpts{PartitionKey: "a\x00"}},
 		{"PartitionKeyInvalidUTF8", "PartitionKey", pgqueue.EnqueueOpts{PartitionKey: "\xff"}},
 		{"SequenceKeyTooLong", "SequenceKey", pgqueue.EnqueueOpts{SequenceKey: strings.Repeat("s", 256)}},
