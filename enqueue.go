@@ -36,6 +36,19 @@ type EnqueueOpts struct {
 	// with this key runs at a time across all processes. See
 	// WorkerOpts.SingletonMode.
 	SingletonKey string
+	// PartitionKey groups the job with the other jobs of its queue that
+	// have the same key, for the queue's per-key flow limits: at most so
+	// many of them running, or starting per period, across all clients
+	// (see docs/concepts/flow-control.md). Empty means none: a queue set
+	// to partition by kind or args fields derives the key from those. A
+	// key is 1 to 255 bytes of valid UTF-8 without NUL bytes.
+	PartitionKey string
+	// SequenceKey makes the job part of a sequence: the jobs of its queue
+	// with the same key run one at a time, in the order they were
+	// inserted, and a failing job holds the jobs after it while it retries
+	// (see docs/concepts/flow-control.md). Empty means none. A key is 1 to
+	// 255 bytes of valid UTF-8 without NUL bytes.
+	SequenceKey string
 	// Unique, when set, makes the job unique: it is not inserted while an
 	// equal job exists (see UniqueOpts).
 	Unique *UniqueOpts
@@ -73,9 +86,9 @@ type EnqueueManyParams struct {
 // default enqueue options of their kind. Every insert of such args (Enqueue,
 // EnqueueMany and their Tx twins, periodic runs) starts from these
 // defaults, and the caller's InsertOpts override them field by field:
-// each non-zero field of the caller's (a non-empty Queue or SingletonKey,
-// a non-zero Priority, RunAt or MaxAttempts, non-nil Tags or Unique)
-// wins. Meta is merged key by key, the caller's keys winning. So a
+// each non-zero field of the caller's (a non-empty Queue, SingletonKey,
+// PartitionKey or SequenceKey, a non-zero Priority, RunAt or MaxAttempts,
+// non-nil Tags or Unique) wins. Meta is merged key by key, the caller's keys winning. So a
 // caller cannot set a field back to zero (Priority 0 under a default of
 // 2): give such a kind no default for that field.
 type JobArgsWithEnqueueOpts interface {
@@ -112,6 +125,8 @@ func resolveOpts(args JobArgs, opts *EnqueueOpts) *EnqueueOpts {
 		o.Meta = meta
 	}
 	o.SingletonKey = cmp.Or(opts.SingletonKey, o.SingletonKey)
+	o.PartitionKey = cmp.Or(opts.PartitionKey, o.PartitionKey)
+	o.SequenceKey = cmp.Or(opts.SequenceKey, o.SequenceKey)
 	if opts.Unique != nil {
 		o.Unique = opts.Unique
 	}
@@ -148,7 +163,8 @@ func newInsertParams(args JobArgs, opts *EnqueueOpts, p *EnqueueParams) error {
 	*p = EnqueueParams{
 		Args: args, Kind: kind, EncodedArgs: encoded,
 		Queue: cmp.Or(opts.Queue, QueueDefault), Priority: opts.Priority, RunAt: opts.RunAt, MaxAttempts: opts.MaxAttempts,
-		Tags: opts.Tags, Meta: opts.Meta, SingletonKey: opts.SingletonKey, Unique: opts.Unique,
+		Tags: opts.Tags, Meta: opts.Meta, SingletonKey: opts.SingletonKey,
+		PartitionKey: opts.PartitionKey, SequenceKey: opts.SequenceKey, Unique: opts.Unique,
 	}
 	return nil
 }
@@ -159,7 +175,8 @@ func (p *EnqueueParams) params(out *enqueue.Params) {
 	*out = enqueue.Params{
 		Kind: p.Kind, Args: p.EncodedArgs,
 		Queue: p.Queue, Priority: p.Priority, RunAt: p.RunAt, MaxAttempts: p.MaxAttempts,
-		Tags: p.Tags, Meta: p.Meta, SingletonKey: p.SingletonKey, Unique: (*enqueue.Unique)(p.Unique),
+		Tags: p.Tags, Meta: p.Meta, SingletonKey: p.SingletonKey,
+		PartitionKey: p.PartitionKey, SequenceKey: p.SequenceKey, Unique: (*enqueue.Unique)(p.Unique),
 	}
 }
 
@@ -176,7 +193,8 @@ func jobParams(args JobArgs, opts *EnqueueOpts, p *enqueue.Params) error {
 	*p = enqueue.Params{
 		Kind: kind, Args: encoded,
 		Queue: opts.Queue, Priority: opts.Priority, RunAt: opts.RunAt, MaxAttempts: opts.MaxAttempts,
-		Tags: opts.Tags, Meta: opts.Meta, SingletonKey: opts.SingletonKey, Unique: (*enqueue.Unique)(opts.Unique),
+		Tags: opts.Tags, Meta: opts.Meta, SingletonKey: opts.SingletonKey,
+		PartitionKey: opts.PartitionKey, SequenceKey: opts.SequenceKey, Unique: (*enqueue.Unique)(opts.Unique),
 	}
 	return nil
 }

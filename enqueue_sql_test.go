@@ -3,6 +3,7 @@ package pgqueue_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -12,10 +13,11 @@ import (
 	"github.com/pgqueue/pgqueue"
 )
 
-// TestEnqueueSQL checks the SQL function enqueue() (migration 6): jobs it
-// inserts are worked by Go workers, woken by its notification; it
-// validates like the Go API, with SQLSTATEs of its own; it honours
-// uniqueness, also against jobs enqueued from Go.
+// TestEnqueueSQL checks the SQL function enqueue() (migration 6, the flow
+// keys since migration 11): jobs it inserts are worked by Go workers,
+// woken by its notification; it validates like the Go API, with SQLSTATEs
+// of its own; it honours uniqueness, also against jobs enqueued from Go;
+// it stores the flow keys as the Go API does.
 func TestEnqueueSQL(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -106,6 +108,10 @@ func TestEnqueueSQL(t *testing.T) {
 			{"StatesWithoutRunning", `SELECT pgqueue.enqueue('email', unique_key => 'k', unique_states => '{scheduled,available}')`, "PQE04"},
 			{"UnknownState", `SELECT pgqueue.enqueue('email', unique_key => 'k', unique_states => '{scheduled,available,running,lost}')`, "PQE04"},
 			{"NegativePeriod", `SELECT pgqueue.enqueue('email', unique_key => 'k', unique_period => interval '-1 hour')`, "PQE04"},
+			{"EmptyPartitionKey", `SELECT pgqueue.enqueue('email', partition_key => '')`, "PQE04"},
+			{"LongPartitionKey", `SELECT pgqueue.enqueue('email', partition_key => repeat('p', 256))`, "PQE04"},
+			{"EmptySequenceKey", `SELECT pgqueue.enqueue('email', sequence_key => '')`, "PQE04"},
+			{"LongSequenceKey", `SELECT pgqueue.enqueue('email', sequence_key => repeat('é', 128))`, "PQE04"},
 		} {
 			_, err := pool.Exec(ctx, tc.sql)
 			var pgErr *pgconn.PgError
@@ -115,6 +121,55 @@ func TestEnqueueSQL(t *testing.T) {
 		}
 		if n := countJobs(t, pool, "true"); n != 0 {
 			t.Fatalf("refused calls left %d jobs", n)
+		}
+	})
+
+	t.Run("FlowKeys", func(t *testing.T) {
+		t.Parallel()
+		pool := newPool(t)
+		c := newClient(t, pool, nil)
+		long := strings.Repeat("é", 127) + "k" // 255 bytes, as the Go API allows
+		for _, tc := range []struct {
+			name, sql           string
+			partition, sequence string
+		}{
+			{"Both", `SELECT job_id FROM pgqueue.enqueue('email', partition_key => 'tenant-7', sequence_key => 'order-42')`, "tenant-7", "order-42"},
+			{"Longest", `SELECT job_id FROM pgqueue.enqueue('email', partition_key => $1, sequence_key => $1)`, long, long},
+			{"NULLs", `SELECT job_id FROM pgqueue.enqueue('email', partition_key => NULL, sequence_key => NULL)`, "", ""},
+			{"Defaults", `SELECT job_id FROM pgqueue.enqueue('email')`, "", ""},
+			// Positional: the new parameters come last.
+			{"Positional", `SELECT job_id FROM pgqueue.enqueue('email', '{}', 'default', 0::smallint, NULL, 25, '{}', '{}',
+				NULL, NULL, NULL, 'p', 's')`, "p", "s"},
+			// A unique job too; the duplicate keeps the first job's keys.
+			{"Unique", `SELECT job_id FROM pgqueue.enqueue('email', unique_key => 'u', partition_key => 'p1', sequence_key => 's1')`, "p1", "s1"},
+		} {
+			var args []any
+			if strings.Contains(tc.sql, "$1") {
+				args = append(args, long)
+			}
+			var id int64
+			must(t, pool.QueryRow(ctx, tc.sql, args...).Scan(&id))
+			job, err := c.JobGet(ctx, id)
+			must(t, err)
+			if job.PartitionKey != tc.partition || job.SequenceKey != tc.sequence {
+				t.Errorf("%s: keys %q, %q; want %q, %q", tc.name, job.PartitionKey, job.SequenceKey, tc.partition, tc.sequence)
+			}
+		}
+		var first, again int64
+		var dup bool
+		must(t, pool.QueryRow(ctx, `SELECT id FROM pgqueue.jobs WHERE unique_key IS NOT NULL`).Scan(&first))
+		must(t, pool.QueryRow(ctx, `SELECT * FROM pgqueue.enqueue('email', unique_key => 'u', partition_key => 'p2')`).Scan(&again, &dup))
+		if !dup || again != first {
+			t.Fatalf("(%d, %v), want a duplicate of job %d", again, dup, first)
+		}
+		if job, err := c.JobGet(ctx, first); err != nil || job.PartitionKey != "p1" || job.SequenceKey != "s1" {
+			t.Fatalf("the unique job after a duplicate: %+v, %v", job, err)
+		}
+		// The same keys from Go and from SQL are the same columns.
+		res, err := c.Enqueue(ctx, emailArgs{}, &pgqueue.EnqueueOpts{PartitionKey: long, SequenceKey: long})
+		must(t, err)
+		if n := countJobs(t, pool, "partition_key = $1 AND sequence_key = $1", long); n != 2 {
+			t.Fatalf("%d jobs with the longest keys, want 2 (job %d from Go and one from SQL)", n, res.ID)
 		}
 	})
 

@@ -31,7 +31,7 @@ func (a rawJSONArgs) MarshalJSON() ([]byte, error) { return []byte(a.JSON), nil 
 // bounds), run_at only where the job carried one: due-now rows take the
 // transaction's now().
 const copyRowSQL = `SELECT jsonb_build_array(queue, kind, args, priority, max_attempts, tags, tags::text,
-	meta, singleton_key, state, CASE WHEN state = 'scheduled' THEN run_at END, attempt, errors)::text
+	meta, singleton_key, partition_key, sequence_key, state, CASE WHEN state = 'scheduled' THEN run_at END, attempt, errors)::text
 	FROM pgqueue.jobs WHERE id > $1 ORDER BY id`
 
 // copyBoth writes params through the hand-written COPY encoder and then
@@ -146,6 +146,12 @@ func TestCopyEncodersAgreeOnEdgeValues(t *testing.T) {
 		{"meta", anyKindArgs{K: "k"}, pgqueue.EnqueueOpts{Meta: map[string]any{"n": 1.5, "s": "x\"y", "l": []any{1, "a", nil}, "o": map[string]any{}}}},
 		{"meta NUL refused", anyKindArgs{K: "k"}, pgqueue.EnqueueOpts{Meta: map[string]any{"m": "\x00"}}},
 		{"singleton key", anyKindArgs{K: "k"}, pgqueue.EnqueueOpts{SingletonKey: " \tk\n" + strings.Repeat("key,\"{}\\", 1000) + " "}},
+		{"flow keys", anyKindArgs{K: "k"}, pgqueue.EnqueueOpts{PartitionKey: " \tp\n,\"{}\\ ", SequenceKey: "ключ 𝄞"}},
+		{"flow keys of 255 bytes", anyKindArgs{K: "k"}, pgqueue.EnqueueOpts{PartitionKey: strings.Repeat("é", 127) + "p", SequenceKey: strings.Repeat("s", 255)}},
+		{"partition key alone", anyKindArgs{K: "k"}, pgqueue.EnqueueOpts{PartitionKey: "p"}},
+		{"sequence key alone", anyKindArgs{K: "k"}, pgqueue.EnqueueOpts{SequenceKey: "s"}},
+		{"partition key of 256 bytes refused", anyKindArgs{K: "k"}, pgqueue.EnqueueOpts{PartitionKey: strings.Repeat("p", 256)}},
+		{"sequence key NUL refused", anyKindArgs{K: "k"}, pgqueue.EnqueueOpts{SequenceKey: "s\x00"}},
 		{"year 1", anyKindArgs{K: "k"}, pgqueue.EnqueueOpts{RunAt: time.Date(1, 1, 1, 0, 0, 0, 0, time.UTC)}},
 		{"year 1, last µs of a day", anyKindArgs{K: "k"}, pgqueue.EnqueueOpts{RunAt: time.Date(1, 1, 1, 23, 59, 59, 999999999, time.UTC)}},
 		{"year 9999", anyKindArgs{K: "k"}, pgqueue.EnqueueOpts{RunAt: time.Date(9999, 12, 31, 23, 59, 59, 999999999, time.UTC)}},
@@ -159,7 +165,7 @@ func TestCopyEncodersAgreeOnEdgeValues(t *testing.T) {
 		{"lone surrogate: the server refuses", rawJSONArgs{K: "k", JSON: `{"s":"\ud800"}`}, pgqueue.EnqueueOpts{}},
 		{"everything", anyKindArgs{K: "all", S: "é"}, pgqueue.EnqueueOpts{
 			Queue: "mail", Priority: -7, MaxAttempts: 3, Tags: []string{"a", ""}, Meta: map[string]any{"k": "v"},
-			SingletonKey: "s", RunAt: time.Date(2040, 5, 6, 7, 8, 9, 123456789, time.UTC)}},
+			SingletonKey: "s", PartitionKey: "p", SequenceKey: "q", RunAt: time.Date(2040, 5, 6, 7, 8, 9, 123456789, time.UTC)}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			checkCopyEncodersAgree(t, c, pool, copyFuzzBatch(tc.args, tc.opts))
@@ -171,15 +177,16 @@ func TestCopyEncodersAgreeOnEdgeValues(t *testing.T) {
 // to pgx's CopyFrom and requires the same rows or the same error. Run it
 // with: go test -run '^$' -fuzz FuzzCopyEncoders -fuzztime 3m .
 func FuzzCopyEncoders(f *testing.F) {
-	f.Add(`{"s":"x"}`, "kind", "default", "tag", "", "", int16(0), int64(0), "", int64(0), int64(0))
-	f.Add(`{}`, "k", "q.1", `a,"b"`, "", " key\n", int16(math.MaxInt16), int64(math.MaxInt32), "m", int64(-62135596800), int64(0))
-	f.Add(`[1,"\u00e9",null]`, "kï", "mail", "{}", `\`, "ключ", int16(math.MinInt16), int64(1), "𝄞", int64(253402300799), int64(999999999))
-	f.Add(`"s"`, "k", "Bad", "", "NULL", "", int16(-1), int64(-1), "\x00", int64(946684799), int64(999999500))
-	f.Add(`{"a":"\ud800"}`, "k", "default", "t\x00", "", "k\xff", int16(1), int64(math.MaxInt32+1), "", int64(9e12), int64(1))
+	f.Add(`{"s":"x"}`, "kind", "default", "tag", "", "", int16(0), int64(0), "", int64(0), int64(0), "", "")
+	f.Add(`{}`, "k", "q.1", `a,"b"`, "", " key\n", int16(math.MaxInt16), int64(math.MaxInt32), "m", int64(-62135596800), int64(0), "p", "")
+	f.Add(`[1,"\u00e9",null]`, "kï", "mail", "{}", `\`, "ключ", int16(math.MinInt16), int64(1), "𝄞", int64(253402300799), int64(999999999), "", "ключ")
+	f.Add(`"s"`, "k", "Bad", "", "NULL", "", int16(-1), int64(-1), "\x00", int64(946684799), int64(999999500), "p\x00", strings.Repeat("s", 256))
+	f.Add(`{"a":"\ud800"}`, "k", "default", "t\x00", "", "k\xff", int16(1), int64(math.MaxInt32+1), "", int64(9e12), int64(1), "p\xff", "s")
 	pool := newPool(f)
 	c := newClient(f, pool, nil)
-	f.Fuzz(func(t *testing.T, args, kind, queue, tag1, tag2, key string, priority int16, maxAttempts int64, meta string, sec, nsec int64) {
-		opts := pgqueue.EnqueueOpts{Queue: queue, Priority: priority, MaxAttempts: int(maxAttempts), SingletonKey: key}
+	f.Fuzz(func(t *testing.T, args, kind, queue, tag1, tag2, key string, priority int16, maxAttempts int64, meta string, sec, nsec int64, partition, sequence string) {
+		opts := pgqueue.EnqueueOpts{Queue: queue, Priority: priority, MaxAttempts: int(maxAttempts), SingletonKey: key,
+			PartitionKey: partition, SequenceKey: sequence}
 		if tag1 != "" || tag2 != "" {
 			opts.Tags = []string{tag1, tag2}
 		}

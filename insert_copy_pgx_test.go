@@ -13,7 +13,7 @@ import (
 // copyColumns are the columns a COPY of jobs due now writes, in the order
 // of copyRow's values; copyColumnsScheduled adds those of scheduled jobs.
 var (
-	copyColumns          = []string{"queue", "kind", "args", "priority", "max_attempts", "tags", "meta", "singleton_key"}
+	copyColumns          = []string{"queue", "kind", "args", "priority", "max_attempts", "tags", "meta", "singleton_key", "partition_key", "sequence_key"}
 	copyColumnsScheduled = append(slices.Clip(copyColumns), "run_at", "state")
 )
 
@@ -74,14 +74,17 @@ func (c *Client) copyStreamPgx(ctx context.Context, sp pgx.Tx, src enqueue.Sourc
 // copyRow fills row with job's values in the order of copyColumns (later:
 // copyColumnsScheduled). JSON goes as []byte, which pgx writes as it is.
 func copyRow(row []any, job *enqueue.Job, later bool) {
-	var singleton *string // NULL
-	if job.SingletonKey != "" {
-		singleton = &job.SingletonKey
+	null := func(s *string) *string { // NULL when empty
+		if *s == "" {
+			return nil
+		}
+		return s
 	}
 	row[0], row[1], row[2] = job.Queue, job.Kind, job.Args
 	row[3], row[4], row[5] = job.Priority, int32(job.MaxAttempts), job.Tags
-	row[6], row[7] = job.Meta, singleton
+	row[6], row[7] = job.Meta, null(&job.SingletonKey)
+	row[8], row[9] = null(&job.PartitionKey), null(&job.SequenceKey)
 	if later {
-		row[8], row[9] = job.RunAt, string(StateScheduled)
+		row[10], row[11] = job.RunAt, string(StateScheduled)
 	}
 }

@@ -24,9 +24,10 @@ func (a anyKindArgs) Kind() string { return a.K }
 
 // storedJob is what a path wrote, as the database has it.
 type storedJob struct {
-	kind, s, singleton string
-	tags               []string
-	runAt              time.Time
+	kind, s, singleton  string
+	partition, sequence string
+	tags                []string
+	runAt               time.Time
 }
 
 // pathResult is one insert path's outcome: the stored job or the error.
@@ -64,12 +65,13 @@ func enqueuePaths(t testing.TB, c *pgqueue.Client, pool *pgxpool.Pool, args pgqu
 	return results
 }
 
-const storedJobSQL = `SELECT kind, args->>'s', coalesce(singleton_key, ''), tags, run_at FROM pgqueue.jobs `
+const storedJobSQL = `SELECT kind, args->>'s', coalesce(singleton_key, ''), coalesce(partition_key, ''), coalesce(sequence_key, ''),
+	tags, run_at FROM pgqueue.jobs `
 
 func scanStored(t testing.TB, row pgx.Row) storedJob {
 	t.Helper()
 	var j storedJob
-	if err := row.Scan(&j.kind, &j.s, &j.singleton, &j.tags, &j.runAt); err != nil {
+	if err := row.Scan(&j.kind, &j.s, &j.singleton, &j.partition, &j.sequence, &j.tags, &j.runAt); err != nil {
 		t.Fatal(err)
 	}
 	return j
@@ -116,6 +118,9 @@ func checkSamePaths(t testing.TB, results []pathResult, args anyKindArgs, opts *
 		}
 		if j.kind != args.K || j.s != args.S || j.singleton != opts.SingletonKey || !slices.Equal(j.tags, wantTags) {
 			t.Fatalf("%s stored kind %q s %q singleton %q tags %q; want %q %q %q %q", r.path, j.kind, j.s, j.singleton, j.tags, args.K, args.S, opts.SingletonKey, wantTags)
+		}
+		if j.partition != opts.PartitionKey || j.sequence != opts.SequenceKey {
+			t.Fatalf("%s stored partition key %q sequence key %q; want %q %q", r.path, j.partition, j.sequence, opts.PartitionKey, opts.SequenceKey)
 		}
 		if !opts.RunAt.IsZero() {
 			want := opts.RunAt.Truncate(0).UTC()
@@ -187,7 +192,15 @@ func TestBadTextRefusedOnEveryPath(t *testing.T) {
 		{"singleton key NUL", anyKindArgs{K: "k"}, pgqueue.EnqueueOpts{SingletonKey: "s\x00"}, pgqueue.ErrInvalid},
 		{"singleton key invalid UTF-8", anyKindArgs{K: "k"}, pgqueue.EnqueueOpts{SingletonKey: "s\xff"}, pgqueue.ErrInvalid},
 		{"meta NUL", anyKindArgs{K: "k"}, pgqueue.EnqueueOpts{Meta: map[string]any{"m": "\x00"}}, pgqueue.ErrInvalid},
-		{"genuine U+FFFD", anyKindArgs{K: "k\ufffd", S: "\ufffd"}, pgqueue.EnqueueOpts{Tags: []string{"\ufffd"}, SingletonKey: "\ufffd"}, nil},
+		{"partition key NUL", anyKindArgs{K: "k"}, pgqueue.EnqueueOpts{PartitionKey: "p\x00"}, pgqueue.ErrInvalid},
+		{"partition key invalid UTF-8", anyKindArgs{K: "k"}, pgqueue.EnqueueOpts{PartitionKey: "p\xff"}, pgqueue.ErrInvalid},
+		{"partition key 256 bytes", anyKindArgs{K: "k"}, pgqueue.EnqueueOpts{PartitionKey: strings.Repeat("p", 256)}, pgqueue.ErrInvalid},
+		{"sequence key NUL", anyKindArgs{K: "k"}, pgqueue.EnqueueOpts{SequenceKey: "\x00"}, pgqueue.ErrInvalid},
+		{"sequence key invalid UTF-8", anyKindArgs{K: "k"}, pgqueue.EnqueueOpts{SequenceKey: "s\xc3"}, pgqueue.ErrInvalid},
+		{"sequence key 128 characters, 256 bytes", anyKindArgs{K: "k"}, pgqueue.EnqueueOpts{SequenceKey: strings.Repeat("é", 128)}, pgqueue.ErrInvalid},
+		{"keys of 255 bytes", anyKindArgs{K: "k"}, pgqueue.EnqueueOpts{PartitionKey: strings.Repeat("p", 255), SequenceKey: strings.Repeat("é", 127) + "s"}, nil},
+		{"genuine U+FFFD", anyKindArgs{K: "k\ufffd", S: "\ufffd"}, pgqueue.EnqueueOpts{Tags: []string{"\ufffd"}, SingletonKey: "\ufffd",
+			PartitionKey: "\ufffd", SequenceKey: "\ufffd"}, nil},
 		{"escaped look-alikes", anyKindArgs{K: "k", S: `\ufffd \u0000 \\`}, pgqueue.EnqueueOpts{}, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -53,6 +53,7 @@ type jobFullScanner struct {
 	leaseUntil, attemptedAt, finalizedAt pgtype.Timestamptz
 	cancelRequestedAt                    pgtype.Timestamptz
 	workerID, singleton                  pgtype.Text
+	partition, sequence                  pgtype.Text
 	errs                                 []byte
 	dest                                 []any
 }
@@ -61,7 +62,7 @@ func (s *jobFullScanner) scan(row pgx.Row, lead ...any) (*JobRow, error) {
 	j := &JobRow{}
 	s.dest = append(append(s.dest[:0], lead...), &j.ID, &j.Queue, &j.Kind, &j.EncodedArgs, &j.Priority, &s.state, &j.Attempt, &j.MaxAttempts,
 		&j.RunAt, &s.fence, &s.leaseUntil, &s.workerID, &s.errs, &j.Tags, &j.Meta,
-		&j.CreatedAt, &s.attemptedAt, &s.finalizedAt, &s.singleton,
+		&j.CreatedAt, &s.attemptedAt, &s.finalizedAt, &s.singleton, &s.partition, &s.sequence,
 		&s.cancelRequestedAt, &j.Output, &j.Progress)
 	if err := row.Scan(s.dest...); err != nil {
 		return nil, err
@@ -71,6 +72,7 @@ func (s *jobFullScanner) scan(row pgx.Row, lead ...any) (*JobRow, error) {
 	j.LeaseUntil, j.AttemptedAt, j.FinalizedAt = s.leaseUntil.Time, s.attemptedAt.Time, s.finalizedAt.Time
 	j.CancelRequestedAt = s.cancelRequestedAt.Time
 	j.WorkerID, j.SingletonKey = s.workerID.String, s.singleton.String
+	j.PartitionKey, j.SequenceKey = s.partition.String, s.sequence.String
 	if string(s.errs) != "[]" {
 		if err := json.Unmarshal(s.errs, &j.Errors); err != nil {
 			return nil, fmt.Errorf("decode errors of job %d: %w", j.ID, err)

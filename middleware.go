@@ -42,6 +42,12 @@ type EnqueueParams struct {
 	Meta map[string]any
 	// SingletonKey is the job's singleton key, empty for none.
 	SingletonKey string
+	// PartitionKey is the job's partition key for per-key flow limits,
+	// empty for none (EnqueueOpts.PartitionKey).
+	PartitionKey string
+	// SequenceKey is the job's sequence key, empty for none
+	// (EnqueueOpts.SequenceKey).
+	SequenceKey string
 	// Unique makes the job unique, nil for none.
 	Unique *UniqueOpts
 }

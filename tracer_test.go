@@ -149,8 +149,8 @@ func TestTracerSeesEveryStatementKind(t *testing.T) {
 	}{
 		{"the insert", is(q.Insert)},
 		{"the insert's NOTIFY", is(q.Notify)},
-		{"the COPY of due jobs", copyOf("queue, kind, args, priority, max_attempts, tags, meta, singleton_key", pgqueue.CopyThreshold-1)},
-		{"the COPY of scheduled jobs", copyOf("queue, kind, args, priority, max_attempts, tags, meta, singleton_key, run_at, state", 1)},
+		{"the COPY of due jobs", copyOf("queue, kind, args, priority, max_attempts, tags, meta, singleton_key, partition_key, sequence_key", pgqueue.CopyThreshold-1)},
+		{"the COPY of scheduled jobs", copyOf("queue, kind, args, priority, max_attempts, tags, meta, singleton_key, partition_key, sequence_key, run_at, state", 1)},
 		{"the COPY's NOTIFY", is(q.NotifyQueues)},
 		{"the claim", is(q.Claim, q.ClaimLock)},
 		{"a result", is(q.Complete, q.CompleteMany, q.Finish)},

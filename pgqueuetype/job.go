@@ -104,6 +104,14 @@ type JobRow struct {
 	FinalizedAt time.Time
 	// SingletonKey is the job's singleton key, empty for ordinary jobs.
 	SingletonKey string
+	// PartitionKey is the key the job was enqueued with for its queue's
+	// per-key flow limits, empty for none (the queue may still derive one
+	// from the kind or args when it claims).
+	PartitionKey string
+	// SequenceKey is the job's sequence: the jobs of a queue with the same
+	// key run one at a time, in the order they were inserted. Empty for
+	// none.
+	SequenceKey string
 	// CancelRequestedAt is when JobCancel asked for the running job to be
 	// cancelled; zero if it never was. Read by JobGet, JobList and the
 	// control calls (JobCancel, JobRetry, JobDelete); a claimed job's row

@@ -402,7 +402,8 @@ func TestJobPage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := worker.Enqueue(t.Context(), reportArgs{N: 3}, &pgqueue.EnqueueOpts{Queue: "reports", Tags: []string{"t1"}, Meta: map[string]any{"by": "test"}})
+	res, err := worker.Enqueue(t.Context(), reportArgs{N: 3}, &pgqueue.EnqueueOpts{Queue: "reports", Tags: []string{"t1"}, Meta: map[string]any{"by": "test"},
+		PartitionKey: "tenant <7>", SequenceKey: "order-42"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -416,8 +417,8 @@ func TestJobPage(t *testing.T) {
 	mustContain(t, "job page", body, `id="job-state">scheduled<`, `&#34;n&#34;: 3`, "report &lt;b&gt;failed&lt;/b&gt;",
 		"Attempt 1</strong>", `<span class="tag">t1</span>`, "&#34;by&#34;: &#34;test&#34;", worker.ID(),
 		fmt.Sprintf(`href="/jobs/%d/retry"`, id), fmt.Sprintf(`href="/jobs/%d/cancel"`, id), fmt.Sprintf(`href="/jobs/%d/delete"`, id),
-		"attempt 1 failed")
-	mustNotContain(t, "job page", body, "<b>failed")
+		"attempt 1 failed", `id="job-partition-key">tenant &lt;7&gt;<`, `id="job-sequence-key">order-42<`)
+	mustNotContain(t, "job page", body, "<b>failed", "tenant <7>")
 
 	if status, _ := e.get("/jobs/999999"); status != http.StatusNotFound {
 		t.Errorf("missing job: %d, want 404", status)

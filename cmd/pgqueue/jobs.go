@@ -461,6 +461,13 @@ func printJob(w io.Writer, j *pgqueue.JobRow) {
 	t.row("finalized:", when(j.FinalizedAt))
 	t.row("cancel requested:", when(j.CancelRequestedAt))
 	t.row("singleton key:", cmpDash(j.SingletonKey))
+	// The flow keys only when set: most jobs have none.
+	if j.PartitionKey != "" {
+		t.row("partition key:", j.PartitionKey)
+	}
+	if j.SequenceKey != "" {
+		t.row("sequence key:", j.SequenceKey)
+	}
 	t.row("tags:", cmpDash(strings.Join(j.Tags, ", ")))
 	t.flush()
 	printJSONField(w, "args", j.EncodedArgs)
@@ -525,6 +532,8 @@ type jobJSON struct {
 	AttemptedAt       *time.Time             `json:"attempted_at"`
 	FinalizedAt       *time.Time             `json:"finalized_at"`
 	SingletonKey      string                 `json:"singleton_key,omitempty"`
+	PartitionKey      string                 `json:"partition_key,omitempty"`
+	SequenceKey       string                 `json:"sequence_key,omitempty"`
 	CancelRequestedAt *time.Time             `json:"cancel_requested_at"`
 	Output            json.RawMessage        `json:"output"`
 	Progress          json.RawMessage        `json:"progress"`
@@ -556,6 +565,7 @@ func newJobJSON(j *pgqueue.JobRow) *jobJSON {
 		Attempt: j.Attempt, MaxAttempts: j.MaxAttempts, RunAt: j.RunAt, Fence: j.Fence, LeaseUntil: opt(j.LeaseUntil),
 		WorkerID: j.WorkerID, Errors: errs, Tags: tags, Meta: raw(j.Meta), CreatedAt: j.CreatedAt,
 		AttemptedAt: opt(j.AttemptedAt), FinalizedAt: opt(j.FinalizedAt), SingletonKey: j.SingletonKey,
+		PartitionKey: j.PartitionKey, SequenceKey: j.SequenceKey,
 		CancelRequestedAt: opt(j.CancelRequestedAt), Output: raw(j.Output), Progress: raw(j.Progress),
 	}
 }

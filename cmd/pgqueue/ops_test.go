@@ -106,7 +106,8 @@ func setupOps(t *testing.T) *opsBundle {
 	b.discarded = enqueue(opsFail{}, &pgqueue.EnqueueOpts{MaxAttempts: 1})
 	b.running = enqueue(opsBlock{}, nil)
 	b.singleton = enqueue(opsBlock{}, &pgqueue.EnqueueOpts{SingletonKey: "report"})
-	b.scheduled = enqueue(opsJob{N: 1}, &pgqueue.EnqueueOpts{Queue: "later", RunAt: time.Now().Add(time.Hour), Tags: []string{"nightly"}})
+	b.scheduled = enqueue(opsJob{N: 1}, &pgqueue.EnqueueOpts{Queue: "later", RunAt: time.Now().Add(time.Hour), Tags: []string{"nightly"},
+		PartitionKey: "tenant-7", SequenceKey: "nightly-7"})
 	b.waitState(t, b.completed, pgqueue.StateCompleted)
 	b.waitState(t, b.discarded, pgqueue.StateDiscarded)
 	for range 2 {
@@ -235,6 +236,21 @@ func TestReadCommands(t *testing.T) {
 		must(t, json.Unmarshal([]byte(out), &j))
 		if j.ID != b.singleton || j.State != pgqueue.StateRunning || j.SingletonKey != "report" || j.Fence == 0 || j.LeaseUntil == nil {
 			t.Errorf("job %+v", j)
+		}
+		if strings.Contains(out, "partition_key") || strings.Contains(out, "sequence_key") {
+			t.Errorf("a job without flow keys shows them:\n%s", out)
+		}
+		// The flow keys, when set.
+		out = cli(t, exitOK, append([]string{"jobs", "get", id(b.scheduled)}, db...)...)
+		contains(t, out, "partition key:", "tenant-7", "sequence key:", "nightly-7")
+		out = cli(t, exitOK, append([]string{"jobs", "get", id(b.scheduled), "--json"}, db...)...)
+		j = jobJSON{}
+		must(t, json.Unmarshal([]byte(out), &j))
+		if j.PartitionKey != "tenant-7" || j.SequenceKey != "nightly-7" {
+			t.Errorf("job --json %+v", j)
+		}
+		if out = cli(t, exitOK, append([]string{"jobs", "get", id(b.completed)}, db...)...); strings.Contains(out, "partition key:") {
+			t.Errorf("a job without flow keys shows them:\n%s", out)
 		}
 	})
 	t.Run("JobsGetNotFound", func(t *testing.T) {

@@ -126,7 +126,7 @@ func (w *Writer) copyStream(ctx context.Context, sp pgx.Tx, src Source, later bo
 // copyColumnsScheduled those of sql/copy_jobs_scheduled.sql, in the order
 // appendCopyRow writes them; a tracer is told them.
 var (
-	copyColumns          = []string{"queue", "kind", "args", "priority", "max_attempts", "tags", "meta", "singleton_key"}
+	copyColumns          = []string{"queue", "kind", "args", "priority", "max_attempts", "tags", "meta", "singleton_key", "partition_key", "sequence_key"}
 	copyColumnsScheduled = append(copyColumns[:len(copyColumns):len(copyColumns)], "run_at", "state")
 )
 
@@ -187,9 +187,9 @@ func (w *Writer) encodeCopy(out io.Writer, src Source, later bool, due map[strin
 // appendCopyRow appends one job as a binary COPY tuple whose fields follow
 // the column list of sql/copy_jobs.sql (later: sql/copy_jobs_scheduled.sql).
 func appendCopyRow(b []byte, job *Job, later bool) []byte {
-	fields := 8
+	fields := len(copyColumns)
 	if later {
-		fields = 10
+		fields = len(copyColumnsScheduled)
 	}
 	b = binary.BigEndian.AppendUint16(b, uint16(fields))
 	b = appendText(b, job.Queue)
@@ -201,11 +201,9 @@ func appendCopyRow(b []byte, job *Job, later bool) []byte {
 	b = binary.BigEndian.AppendUint32(b, uint32(int32(job.MaxAttempts)))
 	b = appendTextArray(b, job.Tags)
 	b = appendJSONB(b, job.Meta)
-	if job.SingletonKey == "" {
-		b = binary.BigEndian.AppendUint32(b, 0xffffffff) // NULL
-	} else {
-		b = appendText(b, job.SingletonKey)
-	}
+	b = appendNullText(b, job.SingletonKey)
+	b = appendNullText(b, job.PartitionKey)
+	b = appendNullText(b, job.SequenceKey)
 	if later {
 		b = binary.BigEndian.AppendUint32(b, 8)
 		b = binary.BigEndian.AppendUint64(b, uint64(pgMicros(job.RunAt)))
@@ -217,6 +215,14 @@ func appendCopyRow(b []byte, job *Job, later bool) []byte {
 func appendText(b []byte, s string) []byte {
 	b = binary.BigEndian.AppendUint32(b, uint32(len(s)))
 	return append(b, s...)
+}
+
+// appendNullText writes s as text, or NULL when it is empty.
+func appendNullText(b []byte, s string) []byte {
+	if s == "" {
+		return binary.BigEndian.AppendUint32(b, 0xffffffff) // NULL
+	}
+	return appendText(b, s)
 }
 
 // appendJSONB writes JSON text as binary jsonb: format version 1, then the

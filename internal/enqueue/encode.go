@@ -35,6 +35,11 @@ type Params struct {
 	Meta map[string]any
 	// SingletonKey is the job's singleton key; empty for none.
 	SingletonKey string
+	// PartitionKey is the job's partition key for per-key flow limits;
+	// empty for none.
+	PartitionKey string
+	// SequenceKey is the job's sequence key; empty for none.
+	SequenceKey string
 	// Unique makes the job unique; nil for none.
 	Unique *Unique
 }
@@ -61,23 +66,51 @@ type Job struct {
 	Meta []byte
 	// SingletonKey is the job's singleton key; empty is NULL.
 	SingletonKey string
+	// PartitionKey is the job's partition key; empty is NULL.
+	PartitionKey string
+	// SequenceKey is the job's sequence key; empty is NULL.
+	SequenceKey string
 
 	unique *uniqueKey // nil unless Params.Unique
 }
 
-// nullArgs are RunAt and SingletonKey as statement parameters, copied
-// out of j so that j can stay on the stack: nil (NULL) for a zero RunAt
-// and an empty SingletonKey.
-func (j *Job) nullArgs() (runAt *time.Time, singleton *string) {
+// nullArgs are a job's columns that may be NULL, as statement
+// parameters (see args).
+type nullArgs struct {
+	runAt                          *time.Time
+	singleton, partition, sequence *string
+}
+
+// nullArgs are RunAt and the keys as statement parameters, copied out of
+// j so that j can stay on the stack: nil (NULL) for a zero RunAt and an
+// empty key.
+func (j *Job) nullArgs() nullArgs {
+	var n nullArgs
 	if !j.RunAt.IsZero() {
 		t := j.RunAt
-		runAt = &t
+		n.runAt = &t
 	}
-	if j.SingletonKey != "" {
-		s := j.SingletonKey
-		singleton = &s
+	n.singleton, n.partition, n.sequence = nullText(j.SingletonKey), nullText(j.PartitionKey), nullText(j.SequenceKey)
+	return n
+}
+
+// nullText is s as a parameter of a nullable text column: nil (NULL) when
+// empty.
+func nullText(s string) *string {
+	if s == "" {
+		return nil
 	}
-	return runAt, singleton
+	return &s
+}
+
+// insertArgs are the parameters $1 to $11 of sql/insert.sql, which
+// sql/insert_unique.sql and sql/insert_unique_upsert.sql take first too:
+// job's columns, n its nullArgs. The slice has room for the unique
+// statements' three more. JSON goes as text: in exec and simple_protocol
+// mode pgx sends []byte as bytea, which a jsonb parameter refuses.
+func (n nullArgs) insertArgs(job *Job) []any {
+	return append(make([]any, 0, 14), job.Queue, job.Kind, string(job.Args), job.Priority, job.MaxAttempts, n.runAt,
+		job.Tags, string(job.Meta), n.singleton, n.partition, n.sequence)
 }
 
 // emptyMeta is the meta of a job without any, shared by all of them: it
@@ -141,6 +174,8 @@ func (w *Writer) Encode(p *Params, validQueue string, job *Job) error {
 		Tags:         p.Tags,
 		Meta:         meta,
 		SingletonKey: p.SingletonKey,
+		PartitionKey: p.PartitionKey,
+		SequenceKey:  p.SequenceKey,
 	}
 	if job.Tags == nil {
 		job.Tags = []string{}

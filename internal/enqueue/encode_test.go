@@ -2,6 +2,7 @@ package enqueue
 
 import (
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -23,8 +24,8 @@ func TestEncodeDefaults(t *testing.T) {
 	if &job.Args[0] != &args[0] {
 		t.Fatal("args copied")
 	}
-	if runAt, singleton := job.nullArgs(); runAt != nil || singleton != nil {
-		t.Fatalf("nullArgs = %v, %v, want NULLs", runAt, singleton)
+	if n := job.nullArgs(); n.runAt != nil || n.singleton != nil || n.partition != nil || n.sequence != nil {
+		t.Fatalf("nullArgs = %+v, want NULLs", n)
 	}
 }
 
@@ -42,12 +43,36 @@ func TestEncodeRefuses(t *testing.T) {
 		{"NUL tag", Params{Kind: "k", Args: []byte(`{}`), Tags: []string{"a\x00"}}, pgqueuetype.ErrInvalid},
 		{"year 10000", Params{Kind: "k", Args: []byte(`{}`), RunAt: time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC)}, pgqueuetype.ErrInvalid},
 		{"NUL in args", Params{Kind: "k", Args: []byte(`{"s":"\u0000"}`)}, pgqueuetype.ErrInvalid},
+		{"partition key too long", Params{Kind: "k", Args: []byte(`{}`), PartitionKey: strings.Repeat("p", 256)}, pgqueuetype.ErrInvalid},
+		{"partition key NUL", Params{Kind: "k", Args: []byte(`{}`), PartitionKey: "p\x00"}, pgqueuetype.ErrInvalid},
+		{"partition key invalid UTF-8", Params{Kind: "k", Args: []byte(`{}`), PartitionKey: "p\xff"}, pgqueuetype.ErrInvalid},
+		{"sequence key too long", Params{Kind: "k", Args: []byte(`{}`), SequenceKey: strings.Repeat("é", 128)}, pgqueuetype.ErrInvalid},
+		{"sequence key NUL", Params{Kind: "k", Args: []byte(`{}`), SequenceKey: "\x00"}, pgqueuetype.ErrInvalid},
+		{"sequence key invalid UTF-8", Params{Kind: "k", Args: []byte(`{}`), SequenceKey: "s\xc3"}, pgqueuetype.ErrInvalid},
 		{"unique states", Params{Kind: "k", Args: []byte(`{}`), Unique: &Unique{ByState: []pgqueuetype.JobState{pgqueuetype.StateCompleted}}}, pgqueuetype.ErrInvalid},
 	} {
 		var job Job
 		if err := testWriter.Encode(&tc.p, "", &job); !errors.Is(err, tc.want) {
 			t.Errorf("%s: got %v, want %v", tc.name, err, tc.want)
 		}
+	}
+}
+
+// Partition and sequence keys of 1 to 255 bytes are kept, NULL when empty.
+func TestEncodeFlowKeys(t *testing.T) {
+	long := strings.Repeat("é", 127) + "k" // 255 bytes
+	var job Job
+	if err := testWriter.Encode(&Params{Kind: "k", Args: []byte(`{}`), PartitionKey: long, SequenceKey: "s"}, "", &job); err != nil {
+		t.Fatal(err)
+	}
+	if job.PartitionKey != long || job.SequenceKey != "s" {
+		t.Fatalf("keys %q, %q", job.PartitionKey, job.SequenceKey)
+	}
+	if n := job.nullArgs(); n.partition == nil || *n.partition != long || n.sequence == nil || *n.sequence != "s" || n.singleton != nil {
+		t.Fatalf("nullArgs = %+v", n)
+	}
+	if got := len(job.nullArgs().insertArgs(&job)); got != 11 {
+		t.Fatalf("%d insert args, want 11 (sql/insert.sql)", got)
 	}
 }
 

@@ -73,6 +73,20 @@ func validateText(what, s string) error {
 	return nil
 }
 
+// maxFlowKeyLen is the most bytes a partition or sequence key holds: the
+// columns' CHECK allows 255 characters, and bytes are what every path
+// (and the SQL function enqueue()) can count alike.
+const maxFlowKeyLen = 255
+
+// validateFlowKey checks a partition or sequence key: empty (none), or 1
+// to maxFlowKeyLen bytes of text. what names the field.
+func validateFlowKey(what, s string) error {
+	if len(s) > maxFlowKeyLen {
+		return fmt.Errorf("%s is %d bytes, limit %d", what, len(s), maxFlowKeyLen)
+	}
+	return validateText(what, s)
+}
+
 // validateJSONText refuses encoded JSON that the server's jsonb would
 // refuse or that encoding/json altered: invalid UTF-8 (from a
 // json.Marshaler), the escape \u0000 (jsonb has no NUL), and the escape
@@ -120,6 +134,12 @@ func validateInsert(p *Params, meta []byte) error {
 		}
 	}
 	if err := validateText("SingletonKey", p.SingletonKey); err != nil {
+		return fmt.Errorf("%w option: enqueue %s: %w", pgqueuetype.ErrInvalid, kind, err)
+	}
+	if err := validateFlowKey("PartitionKey", p.PartitionKey); err != nil {
+		return fmt.Errorf("%w option: enqueue %s: %w", pgqueuetype.ErrInvalid, kind, err)
+	}
+	if err := validateFlowKey("SequenceKey", p.SequenceKey); err != nil {
 		return fmt.Errorf("%w option: enqueue %s: %w", pgqueuetype.ErrInvalid, kind, err)
 	}
 	if !p.RunAt.IsZero() {

@@ -91,12 +91,10 @@ func (w *Writer) One(ctx context.Context, db DB, p *Params) (row *pgqueuetype.Jo
 	if job.unique != nil {
 		return w.insertUnique(ctx, db, &job)
 	}
-	runAt, singleton := job.nullArgs()
+	n := job.nullArgs()
 	batch := &pgx.Batch{}
-	// JSON goes as text: in exec and simple_protocol mode pgx sends []byte
-	// as bytea, which a jsonb parameter refuses.
-	batch.Queue(w.Q.Insert, job.Queue, job.Kind, string(job.Args), job.Priority, job.MaxAttempts, runAt, job.Tags, string(job.Meta), singleton)
-	batch.Queue(w.Q.Notify, w.Channel, job.Queue, runAt)
+	batch.Queue(w.Q.Insert, n.insertArgs(&job)...)
+	batch.Queue(w.Q.Notify, w.Channel, job.Queue, n.runAt)
 	results := db.SendBatch(ctx, batch)
 	rows, err := results.Query()
 	if err != nil {
@@ -180,16 +178,15 @@ func (w *Writer) insertMany(ctx context.Context, tx pgx.Tx, cols *jobColumns) (i
 // sends [][]byte as bytea[]. Filled job by job as the jobs are checked,
 // so a batch keeps no Job of its own.
 type jobColumns struct {
-	queues, kinds       []string
-	singletons          []*string
-	encArgs, tags, meta []string
-	priorities          []int16
-	maxAttempts         []int32
-	runAts              []*time.Time
-	// runAtVals and singletonVals hold what runAts and singletons point
-	// to, made when a first job needs them.
-	runAtVals     []time.Time
-	singletonVals []string
+	queues, kinds                     []string
+	singletons, partitions, sequences nullTextColumn
+	encArgs, tags, meta               []string
+	priorities                        []int16
+	maxAttempts                       []int32
+	runAts                            []*time.Time
+	// runAtVals holds what runAts point to, made when a first job needs
+	// them.
+	runAtVals []time.Time
 	// The unique keys, made when a first unique job comes; a job that is
 	// not unique has a nil base.
 	bases   [][]byte
@@ -197,10 +194,39 @@ type jobColumns struct {
 	states  []*string
 }
 
+// nullTextColumn is a nullable text column of a batch: an empty value is
+// NULL.
+type nullTextColumn struct {
+	// ptrs is the statement's array, nil for NULL.
+	ptrs []*string
+	// vals holds what ptrs point to, made when a first job needs them.
+	vals []string
+}
+
+func newNullTextColumn(n int) nullTextColumn { return nullTextColumn{ptrs: make([]*string, n)} }
+
+// set fills row i with s, which stays NULL when empty.
+func (c *nullTextColumn) set(i int, s string) {
+	if s == "" {
+		return
+	}
+	if c.vals == nil {
+		c.vals = make([]string, len(c.ptrs))
+	}
+	c.vals[i] = s
+	c.ptrs[i] = &c.vals[i]
+}
+
+// slice is rows [from, to) of c, sharing its array.
+func (c *nullTextColumn) slice(from, to int) nullTextColumn {
+	return nullTextColumn{ptrs: c.ptrs[from:to]}
+}
+
 // newJobColumns makes the columns of n jobs.
 func newJobColumns(n int) *jobColumns {
 	return &jobColumns{
-		queues: make([]string, n), kinds: make([]string, n), singletons: make([]*string, n),
+		queues: make([]string, n), kinds: make([]string, n),
+		singletons: newNullTextColumn(n), partitions: newNullTextColumn(n), sequences: newNullTextColumn(n),
 		encArgs: make([]string, n), tags: make([]string, n), meta: make([]string, n),
 		priorities: make([]int16, n), maxAttempts: make([]int32, n), runAts: make([]*time.Time, n),
 	}
@@ -216,13 +242,9 @@ func (c *jobColumns) set(i int, job *Job) error {
 	c.queues[i], c.kinds[i] = job.Queue, job.Kind
 	c.encArgs[i], c.tags[i], c.meta[i] = string(job.Args), string(t), string(job.Meta)
 	c.priorities[i], c.maxAttempts[i] = job.Priority, int32(job.MaxAttempts)
-	if job.SingletonKey != "" {
-		if c.singletonVals == nil {
-			c.singletonVals = make([]string, n)
-		}
-		c.singletonVals[i] = job.SingletonKey
-		c.singletons[i] = &c.singletonVals[i]
-	}
+	c.singletons.set(i, job.SingletonKey)
+	c.partitions.set(i, job.PartitionKey)
+	c.sequences.set(i, job.SequenceKey)
 	if !job.RunAt.IsZero() {
 		if c.runAtVals == nil {
 			c.runAtVals = make([]time.Time, n)
@@ -248,7 +270,8 @@ func (c *jobColumns) set(i int, job *Job) error {
 // slice is rows [from, to) of c, sharing its arrays.
 func (c *jobColumns) slice(from, to int) *jobColumns {
 	out := &jobColumns{
-		queues: c.queues[from:to], kinds: c.kinds[from:to], singletons: c.singletons[from:to],
+		queues: c.queues[from:to], kinds: c.kinds[from:to],
+		singletons: c.singletons.slice(from, to), partitions: c.partitions.slice(from, to), sequences: c.sequences.slice(from, to),
 		encArgs: c.encArgs[from:to], tags: c.tags[from:to], meta: c.meta[from:to],
 		priorities: c.priorities[from:to], maxAttempts: c.maxAttempts[from:to], runAts: c.runAts[from:to],
 	}
@@ -258,9 +281,10 @@ func (c *jobColumns) slice(from, to int) *jobColumns {
 	return out
 }
 
-// args are the statement's first nine arguments, in its order.
+// args are the statement's first eleven arguments, in its order.
 func (c *jobColumns) args() []any {
-	return []any{c.queues, c.kinds, c.encArgs, c.priorities, c.maxAttempts, c.tags, c.meta, c.singletons, c.runAts}
+	return []any{c.queues, c.kinds, c.encArgs, c.priorities, c.maxAttempts, c.tags, c.meta,
+		c.singletons.ptrs, c.partitions.ptrs, c.sequences.ptrs, c.runAts}
 }
 
 // notifyQueues sends one notification per queue in due, however many

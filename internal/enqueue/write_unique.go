@@ -18,12 +18,10 @@ import (
 // the one before); then upsertUnique settles it, in one try.
 func (w *Writer) insertUnique(ctx context.Context, db DB, job *Job) (*pgqueuetype.JobRow, bool, error) {
 	u := job.unique
-	runAt, singleton := job.nullArgs()
+	n := job.nullArgs()
 	batch := &pgx.Batch{}
-	// JSON as text, as in One.
-	batch.Queue(w.Q.InsertUnique, job.Queue, job.Kind, string(job.Args), job.Priority, job.MaxAttempts, runAt, job.Tags, string(job.Meta), singleton,
-		u.base, u.periodUS, u.states)
-	batch.Queue(w.Q.Notify, w.Channel, job.Queue, runAt)
+	batch.Queue(w.Q.InsertUnique, append(n.insertArgs(job), u.base, u.periodUS, u.states)...)
+	batch.Queue(w.Q.Notify, w.Channel, job.Queue, n.runAt)
 	row, dup, err := readUnique(db.SendBatch(ctx, batch))
 	if err != nil || row != nil {
 		return row, dup, wrapUnique(job, err)
@@ -83,11 +81,10 @@ func (w *Writer) upsertUnique(ctx context.Context, db DB, job *Job) (*pgqueuetyp
 	// After Commit this does nothing.
 	defer func() { _ = sub.Rollback(context.WithoutCancel(ctx)) }()
 	u := job.unique
-	runAt, singleton := job.nullArgs()
+	n := job.nullArgs()
 	batch := &pgx.Batch{}
-	batch.Queue(w.Q.InsertUniqueUpsert, job.Queue, job.Kind, string(job.Args), job.Priority, job.MaxAttempts, runAt, job.Tags, string(job.Meta), singleton,
-		u.base, u.periodUS, u.states)
-	batch.Queue(w.Q.Notify, w.Channel, job.Queue, runAt)
+	batch.Queue(w.Q.InsertUniqueUpsert, append(n.insertArgs(job), u.base, u.periodUS, u.states)...)
+	batch.Queue(w.Q.Notify, w.Channel, job.Queue, n.runAt)
 	row, dup, err := readUnique(sub.SendBatch(ctx, batch))
 	if err == nil && row == nil {
 		err = errors.New("upsert returned no row") // PostgreSQL guarantees one

@@ -66,6 +66,7 @@ type Scanner struct {
 	fence                                pgtype.Int8
 	leaseUntil, attemptedAt, finalizedAt pgtype.Timestamptz
 	workerID, singleton                  pgtype.Text
+	partition, sequence                  pgtype.Text
 	errs                                 []byte
 	dest                                 []any
 }
@@ -86,7 +87,7 @@ func (s *Scanner) scanAfter(row pgx.Row, lead ...any) (*pgqueuetype.JobRow, erro
 	j := &pgqueuetype.JobRow{}
 	s.dest = append(append(s.dest[:0], lead...), &j.ID, &j.Queue, &j.Kind, &j.EncodedArgs, &j.Priority, &s.state, &j.Attempt, &j.MaxAttempts,
 		&j.RunAt, &s.fence, &s.leaseUntil, &s.workerID, &s.errs, &j.Tags, &j.Meta,
-		&j.CreatedAt, &s.attemptedAt, &s.finalizedAt, &s.singleton)
+		&j.CreatedAt, &s.attemptedAt, &s.finalizedAt, &s.singleton, &s.partition, &s.sequence)
 	if err := row.Scan(s.dest...); err != nil {
 		return nil, err
 	}
@@ -94,6 +95,7 @@ func (s *Scanner) scanAfter(row pgx.Row, lead ...any) (*pgqueuetype.JobRow, erro
 	j.Fence = s.fence.Int64
 	j.LeaseUntil, j.AttemptedAt, j.FinalizedAt = s.leaseUntil.Time, s.attemptedAt.Time, s.finalizedAt.Time
 	j.WorkerID, j.SingletonKey = s.workerID.String, s.singleton.String
+	j.PartitionKey, j.SequenceKey = s.partition.String, s.sequence.String
 	if string(s.errs) == "[]" { // most rows: skip the decoder
 		return j, nil
 	}
@@ -109,7 +111,7 @@ var jobColumnOIDs = [...]uint32{
 	pgtype.Int8OID, pgtype.TextOID, pgtype.TextOID, pgtype.JSONBOID, pgtype.Int2OID, pgtype.TextOID,
 	pgtype.Int4OID, pgtype.Int4OID, pgtype.TimestamptzOID, pgtype.Int8OID, pgtype.TimestamptzOID,
 	pgtype.TextOID, pgtype.JSONBOID, pgtype.TextArrayOID, pgtype.JSONBOID, pgtype.TimestamptzOID,
-	pgtype.TimestamptzOID, pgtype.TimestamptzOID, pgtype.TextOID,
+	pgtype.TimestamptzOID, pgtype.TimestamptzOID, pgtype.TextOID, pgtype.TextOID, pgtype.TextOID,
 }
 
 // FastScanFits reports whether fastScan can decode the rows of this
@@ -214,6 +216,12 @@ func (s *Scanner) fastScanInto(j *pgqueuetype.JobRow, v [][]byte) (*pgqueuetype.
 	}
 	if v[18] != nil {
 		j.SingletonKey = string(v[18])
+	}
+	if v[19] != nil {
+		j.PartitionKey = string(v[19])
+	}
+	if v[20] != nil {
+		j.SequenceKey = string(v[20])
 	}
 	// NOT NULL columns; the nullable ones are zero when NULL.
 	if j.RunAt, ok = s.timeValue(v[8], false); !ok {

@@ -38,4 +38,5 @@ SET state        = 'running',
 WHERE j.id = ANY (ARRAY(SELECT id FROM picked))
 RETURNING j.id, j.queue, j.kind, j.args, j.priority, j.state, j.attempt, j.max_attempts,
           j.run_at, j.fence, j.lease_until, j.worker_id, j.errors, j.tags, j.meta,
-          j.created_at, j.attempted_at, j.finalized_at, j.singleton_key
+          j.created_at, j.attempted_at, j.finalized_at, j.singleton_key,
+          j.partition_key, j.sequence_key

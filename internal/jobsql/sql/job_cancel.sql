@@ -22,7 +22,7 @@ WITH cancelled AS (
 ), unchanged AS (
     SELECT id, queue, kind, args, priority, state, attempt, max_attempts,
            run_at, fence, lease_until, worker_id, errors, tags, meta,
-           created_at, attempted_at, finalized_at, singleton_key,
+           created_at, attempted_at, finalized_at, singleton_key, partition_key, sequence_key,
            cancel_requested_at, output, progress
     FROM {{schema}}.jobs
     WHERE id = $1 AND NOT EXISTS (SELECT 1 FROM cancelled)
@@ -30,7 +30,7 @@ WITH cancelled AS (
 )
 SELECT c.id, c.queue, c.kind, c.args, c.priority, c.state, c.attempt, c.max_attempts,
        c.run_at, c.fence, c.lease_until, c.worker_id, c.errors, c.tags, c.meta,
-       c.created_at, c.attempted_at, c.finalized_at, c.singleton_key,
+       c.created_at, c.attempted_at, c.finalized_at, c.singleton_key, c.partition_key, c.sequence_key,
        c.cancel_requested_at, c.output, c.progress
 -- told is joined so that it runs: a SELECT in WITH is evaluated only when
 -- the query refers to it.

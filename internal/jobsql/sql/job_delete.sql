@@ -9,12 +9,12 @@ WITH deleted AS (
     WHERE id = $1 AND state <> 'running'
     RETURNING id, queue, kind, args, priority, state, attempt, max_attempts,
               run_at, fence, lease_until, worker_id, errors, tags, meta,
-              created_at, attempted_at, finalized_at, singleton_key,
+              created_at, attempted_at, finalized_at, singleton_key, partition_key, sequence_key,
               cancel_requested_at, output, progress
 ), unchanged AS (
     SELECT id, queue, kind, args, priority, state, attempt, max_attempts,
            run_at, fence, lease_until, worker_id, errors, tags, meta,
-           created_at, attempted_at, finalized_at, singleton_key,
+           created_at, attempted_at, finalized_at, singleton_key, partition_key, sequence_key,
            cancel_requested_at, output, progress
     FROM {{schema}}.jobs
     WHERE id = $1 AND NOT EXISTS (SELECT 1 FROM deleted)
