@@ -139,6 +139,22 @@ func TestClaimFlow(t *testing.T) {
 		if held.ByKeyLimit != 4 || held.KeysAtLimit != 1 {
 			t.Fatalf("held back: %+v, want 4 by the key limit, 1 key at it", held)
 		}
+		// One of a's two finishes: a has one slot, and four jobs waiting;
+		// the claim takes one of them, not two.
+		for _, j := range jobs {
+			var a struct{ Customer string }
+			must(t, json.Unmarshal(j.EncodedArgs, &a))
+			if a.Customer == "a" {
+				_, err := pgqueue.Complete(ctx, b.client, []*pgqueue.JobRow{j})
+				must(t, err)
+				break
+			}
+		}
+		more, _, err := pgqueue.ClaimFlow(ctx, b.client, "q", 10)
+		must(t, err)
+		if len(more) != 1 {
+			t.Fatalf("with one of customer a's two slots free: claimed %d, want 1", len(more))
+		}
 	})
 
 	t.Run("Rate", func(t *testing.T) {
