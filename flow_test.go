@@ -368,11 +368,10 @@ func TestSequencesRunningClients(t *testing.T) {
 	want := map[string][]int64{}
 	for i := range 30 {
 		seq := []string{"s1", "s2", "s3"}[i%3]
-		id := enqueueFlow(t, setup, "seq", seq, i)
-		want[seq] = append(want[seq], id)
+		res, err := setup.Enqueue(ctx, flowArgs{Customer: seq, N: i}, &pgqueue.EnqueueOpts{Queue: "seq", SequenceKey: seq})
+		must(t, err)
+		want[seq] = append(want[seq], res.ID)
 	}
-	_, err := pool.Exec(ctx, `UPDATE pgqueue.jobs SET sequence_key = args->>'customer' WHERE queue = 'seq'`)
-	must(t, err)
 	for range 2 {
 		c := newClient(t, pool, &pgqueue.Config{Workers: ws, Queues: map[string]pgqueue.QueueConfig{"seq": {MaxWorkers: 5}},
 			FetchPollInterval: 50 * time.Millisecond})
