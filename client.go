@@ -188,6 +188,14 @@ func (c *Client) Start(ctx context.Context) error {
 			}
 		}
 	})
+	s.completer.Hurry(func(queue string) bool {
+		if m := producers.Load(); m != nil {
+			if p := (*m)[queue]; p != nil {
+				return p.QueueWide()
+			}
+		}
+		return false
+	})
 	go s.completer.Run()
 	s.heartbeats = executor.NewHeartbeater(executor.HeartbeaterConfig{Pool: c.pool, Queries: c.q, Active: active, Log: c.log,
 		WriteRefused: obs.WriteRefused, Base: base, Interval: cfg.HeartbeatInterval, JobLease: cfg.JobLease})

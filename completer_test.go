@@ -158,3 +158,24 @@ func TestStopWritesPendingResultsAtOnce(t *testing.T) {
 		t.Fatalf("job %s after Stop, want completed", s.state)
 	}
 }
+
+// TestQueueWideLimitWritesResultsAtOnce checks that results of a queue
+// with a queue-wide limit are not gathered for CompleteBatchDelay: each
+// holds a slot that every client's claims wait for. With an hour-long
+// delay and MaxRunning 1, the second job runs only if the first result is
+// written at once.
+func TestQueueWideLimitWritesResultsAtOnce(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := newPool(t)
+	ws := pgqueue.NewWorkers()
+	must(t, pgqueue.AddWorkerFunc(ws, func(ctx context.Context, job *pgqueue.Job[noteArgs]) error { return nil }, nil))
+	c := newClient(t, pool, &pgqueue.Config{Workers: ws, Queues: map[string]pgqueue.QueueConfig{pgqueue.QueueDefault: {MaxWorkers: 2}},
+		CompleteBatchDelay: time.Hour, FetchPollInterval: 50 * time.Millisecond})
+	must(t, c.QueueSetLimits(ctx, pgqueue.QueueDefault, pgqueue.QueueLimits{MaxRunning: 1}))
+	_, err := c.EnqueueMany(ctx, noteParams(3))
+	must(t, err)
+	must(t, c.Start(ctx))
+	t.Cleanup(func() { _ = c.Stop(context.Background()) })
+	waitFor(t, "three completed", func() bool { return countJobs(t, pool, "state = 'completed'") == 3 })
+}

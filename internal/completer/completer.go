@@ -119,6 +119,10 @@ type Completer struct {
 	base     context.Context
 	giveUp   time.Duration
 	wrote    func(queue string)
+	// hurried tells the queues whose results are written at once, without
+	// waiting for a batch; urgent is set while one of those waits.
+	hurried func(queue string) bool
+	urgent  bool
 
 	// pending holds the results handed over and not yet taken, at most
 	// maxPending (four batches); ready (capacity 1) says it has a first
@@ -184,8 +188,10 @@ func (k *Completer) Send(r Result) {
 		k.mu.Lock()
 		if n := len(k.pending); n < k.maxPending {
 			k.pending = append(k.pending, r)
+			urgent := k.hurried != nil && k.hurried(r.Row.Queue)
+			k.urgent = k.urgent || urgent
 			k.mu.Unlock()
-			if n == 0 || n+1 == k.limit { // a first result, or a full batch
+			if n == 0 || n+1 == k.limit || urgent { // a first result, a full batch, or one in a hurry
 				k.signal()
 			}
 			return
@@ -219,6 +225,14 @@ func (k *Completer) waiting() int {
 	return len(k.pending)
 }
 
+// gathering reports whether a batch should wait for more results: it is
+// not full, and no waiting result is in a hurry.
+func (k *Completer) gathering() bool {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return len(k.pending) < k.limit && !k.urgent
+}
+
 // take moves up to a batch of the oldest waiting results to batch.
 func (k *Completer) take(batch []Result) []Result {
 	k.mu.Lock()
@@ -229,6 +243,9 @@ func (k *Completer) take(batch []Result) []Result {
 	left := copy(k.pending, k.pending[n:])
 	clear(k.pending[left:]) // no stale rows kept alive
 	k.pending = k.pending[:left]
+	// Results left over (more than a batch waited) may hold the hurried
+	// one: stay in a hurry for them.
+	k.urgent = k.urgent && left > 0
 	if full && n > 0 {
 		close(k.space)
 		k.space = make(chan struct{})
@@ -255,10 +272,10 @@ func (k *Completer) Run() {
 		}
 		// Gather for up to delay from the first result, or until the
 		// batch is full (the executor that fills it signals).
-		if k.waiting() < k.limit {
+		if k.gathering() {
 			timer.Reset(k.delay)
 		gather:
-			for k.waiting() < k.limit {
+			for k.gathering() {
 				select {
 				case <-k.ready:
 				case <-timer.C:
@@ -476,3 +493,8 @@ func isServerError(err error) bool {
 // (or given up on): flow-limited producers claim then, as the slots their
 // jobs held are free. Call it before Run.
 func (k *Completer) Wrote(f func(queue string)) { k.wrote = f }
+
+// Hurry sets which queues' results are written at once rather than
+// gathered for BatchDelay: those of queues with a queue-wide flow limit,
+// whose slots every client's claims wait for. Call it before Run.
+func (k *Completer) Hurry(f func(queue string) bool) { k.hurried = f }

@@ -43,7 +43,7 @@ type Poller struct {
 // while it lasts and when it ends, not at every poll.
 func (p *Poller) Run(ctx context.Context) {
 	failures := loop.NewFailureLog(p.Log, "pgqueue: poll failed", "pgqueue: poll succeeds again")
-	loop.Every(ctx, p.Interval, func() {
+	poll := func() {
 		err := p.Poll(ctx)
 		switch {
 		case err == nil:
@@ -51,7 +51,12 @@ func (p *Poller) Run(ctx context.Context) {
 		case ctx.Err() == nil && !errors.Is(err, pgqueuetype.ErrSchemaOutdated):
 			failures.Failed(ctx, err)
 		}
-	})
+	}
+	// Once at the start: until a poll has told a producer its queue's flow
+	// limits, its claims run claim.sql, which takes nothing of a limited
+	// queue, and it would wait a poll interval for its first jobs.
+	poll()
+	loop.Every(ctx, p.Interval, poll)
 }
 
 // Poll asks once, calling Wake for each queue with jobs to claim and
@@ -71,12 +76,13 @@ func (p *Poller) Poll(ctx context.Context) error {
 		limited bool
 		gapUS   int64
 		seq     bool
+		wide    bool
 	)
-	_, err = pgx.ForEachRow(rows, []any{&q, &limited, &gapUS, &seq}, func() error {
+	_, err = pgx.ForEachRow(rows, []any{&q, &limited, &gapUS, &wide, &seq}, func() error {
 		if q == nil {
 			p.LeaderFree()
 		} else {
-			p.Wake(*q, Flow{Limited: limited, RateGap: time.Duration(gapUS) * time.Microsecond, Sequenced: seq})
+			p.Wake(*q, Flow{Limited: limited, RateGap: time.Duration(gapUS) * time.Microsecond, Sequenced: seq, QueueWide: wide})
 		}
 		return nil
 	})

@@ -71,11 +71,16 @@ type Producer struct {
 // Flow is how a queue's flow limits bear on its claims, as the poller
 // reads them from the queue's row.
 type Flow struct {
-	// Limited: the queue has a limit, so claims run sql/claim_flow.sql,
-	// claim only for idle workers (a job claimed ahead would hold a slot
-	// that another client's idle worker could use), and try again soon
-	// after one the limits cut short.
+	// Limited: the queue has a limit, so claims run sql/claim_flow.sql
+	// and try again soon after one the limits cut short.
 	Limited bool
+	// QueueWide: a limit holds the whole queue (MaxRunning, or a rate of
+	// the queue rather than of each key). Its slots are shared by every
+	// client, so claims are only for idle workers: a job claimed ahead, or
+	// a claim waiting to gather a batch, would hold back a slot that
+	// another client's idle worker could use. Limits per key leave the
+	// queue's other keys flowing, so such queues claim ahead as others do.
+	QueueWide bool
 	// RateGap is the queue's rate period divided by its rate limit: how
 	// soon a start held back by the rate may be allowed. Zero without a
 	// rate limit.
@@ -177,6 +182,14 @@ func (p *Producer) WakeFlow(f Flow) {
 	p.Wake()
 }
 
+// QueueWide reports whether the queue has a queue-wide flow limit, as the
+// last poll saw it: its results are then written without waiting for a
+// batch, since each frees a slot that every client's claims wait for.
+func (p *Producer) QueueWide() bool {
+	f := p.flow.Load()
+	return f != nil && f.QueueWide
+}
+
 // SlotsFreed tells the producer that results of its queue were written:
 // with flow limits, the slots they held are free now, not when the
 // handlers returned.
@@ -257,7 +270,7 @@ func (p *Producer) Run(ctx context.Context) {
 			flow = *f
 		}
 		ahead := 0
-		if more && !flow.Limited {
+		if more && !flow.QueueWide {
 			ahead = a.jobs(p.horizon, p.aheadMost)
 		}
 		room := p.max + ahead - running - reserved
@@ -269,7 +282,7 @@ func (p *Producer) Run(ctx context.Context) {
 		// held ahead if more): while every worker has a job, it simply
 		// waits; once one would be idle, it waits at most ClaimBatchDelay
 		// from then and claims all the room made by then.
-		if fetchNow && !woken && !refillDue && !flow.Limited && room > 0 && room < max(p.max, ahead) && running > 0 {
+		if fetchNow && !woken && !refillDue && !flow.QueueWide && room > 0 && room < max(p.max, ahead) && running > 0 {
 			switch {
 			case free <= 0:
 				fetchNow = false

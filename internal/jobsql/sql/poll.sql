@@ -6,9 +6,12 @@
 -- with whether it has flow limits (its producer then claims with
 -- claim_flow.sql) and, when it has a rate limit, the time one start takes
 -- of it in microseconds (rate_period / rate_limit), how soon a claim held
--- back by the rate may try again, and whether it has an available job of a
--- sequence (jobs_sequence_idx; only under the claim lock can it be claimed).
+-- back by the rate may try again, whether a limit is queue-wide
+-- (max_running, or a rate of the whole queue: its slots are shared by every
+-- client's claims), and whether it has an available job of a sequence
+-- (jobs_sequence_idx; only under the claim lock can it be claimed).
 SELECT q, l.name IS NOT NULL, coalesce(l.rate_period_us / l.rate_limit, 0),
+       coalesce(l.max_running IS NOT NULL OR (l.rate_limit IS NOT NULL AND NOT coalesce(l.rate_per_key, false)), false),
        EXISTS (SELECT 1 FROM {{schema}}.jobs s
                WHERE s.queue = q AND s.sequence_key IS NOT NULL AND s.state = 'available')
 FROM unnest($1::text[]) AS q
@@ -17,5 +20,5 @@ LEFT JOIN {{schema}}.queues l ON l.name = q
 WHERE EXISTS (SELECT 1 FROM {{schema}}.jobs j WHERE j.state = 'available' AND j.queue = q)
   AND NOT EXISTS (SELECT 1 FROM {{schema}}.queues p WHERE p.name = q AND p.paused_at IS NOT NULL)
 UNION ALL
-SELECT NULL, false, 0, false
+SELECT NULL, false, 0, false, false
 WHERE NOT EXISTS (SELECT 1 FROM {{schema}}.leases l WHERE l.name = $2 AND l.expires_at > now())
