@@ -16,6 +16,7 @@ import (
 // holder that stalls never stops the queue, and the client says so.
 func TestClaimLockHeldElsewhere(t *testing.T) {
 	t.Parallel()
+	skipInShortMode(t, "the claim's bounded wait for a queue claim lock another session holds")
 	ctx := context.Background()
 	pool := newPool(t)
 	holder, err := pool.Begin(ctx)

@@ -59,6 +59,7 @@ func TestClaim(t *testing.T) {
 // exactly once and completed.
 func TestClaimsExactlyOnce(t *testing.T) {
 	t.Parallel()
+	skipInShortMode(t, "8 clients claiming 20,000 jobs, each exactly once")
 	ctx := context.Background()
 	pool := newPool(t)
 	_, err := pool.Exec(ctx, `

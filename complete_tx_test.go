@@ -164,6 +164,7 @@ func TestCompleteTx(t *testing.T) {
 // the fence would refuse, with a warning).
 func TestCompleteTxWhileStopping(t *testing.T) {
 	t.Parallel()
+	skipInShortMode(t, "CompleteTx from a handler still draining during Stop")
 	ctx := context.Background()
 	pool := newPool(t)
 	auditUpdates(t, pool)

@@ -66,6 +66,9 @@ func TestExecModes(t *testing.T) {
 	for _, m := range execModes {
 		t.Run(m.name, func(t *testing.T) {
 			t.Parallel()
+			if m.mode != pgx.QueryExecModeCacheStatement {
+				skipInShortMode(t, "the main flows in exec mode "+m.name+" (cache_statement, pgx's default, runs)")
+			}
 			pool := poolWithMode(t, pgtest.DB().NewDatabase(t), m.mode)
 			runExecModeFlows(t, pool)
 			runLockFlows(t, pool, nil, false)
@@ -74,6 +77,7 @@ func TestExecModes(t *testing.T) {
 	// Settings seen behind poolers: no statement or description cache.
 	t.Run("exec_without_caches", func(t *testing.T) {
 		t.Parallel()
+		skipInShortMode(t, "the main flows without statement and description caches (as behind poolers)")
 		runExecModeFlows(t, poolWithMode(t, pgtest.DB().NewDatabase(t), pgx.QueryExecModeExec, func(c *pgxpool.Config) {
 			c.ConnConfig.StatementCacheCapacity, c.ConnConfig.DescriptionCacheCapacity = 0, 0
 		}))

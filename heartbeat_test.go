@@ -22,6 +22,7 @@ func TestHeartbeat(t *testing.T) {
 
 	t.Run("HeartbeatsKeepALongJob", func(t *testing.T) {
 		t.Parallel()
+		skipInShortMode(t, "heartbeats keeping a job that runs past its lease")
 		pool := newPool(t)
 		ws := pgqueue.NewWorkers()
 		must(t, pgqueue.AddWorkerFunc(ws, func(ctx context.Context, job *pgqueue.Job[noteArgs]) error {
@@ -85,6 +86,7 @@ func TestHeartbeat(t *testing.T) {
 
 	t.Run("UnreachableDatabaseCancelsJobsAfterLease", func(t *testing.T) {
 		t.Parallel()
+		skipInShortMode(t, "jobs cancelled once an unreachable database lets their lease run out")
 		pool := newPool(t)
 		cause := make(chan error, 1)
 		ws := pgqueue.NewWorkers()

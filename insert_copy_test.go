@@ -50,6 +50,7 @@ func TestEnqueueManyCopies100000(t *testing.T) {
 // would have written it.
 func TestEnqueueManyCopyColumns(t *testing.T) {
 	t.Parallel()
+	skipInShortMode(t, "every column COPY writes, read back as Enqueue writes it")
 	ctx := context.Background()
 	pool := newPool(t)
 	c := newClient(t, pool, nil)
@@ -103,6 +104,7 @@ func TestEnqueueManyCopyColumns(t *testing.T) {
 // batch's rows in it.
 func TestEnqueueManyTxInvalidJobMidStream(t *testing.T) {
 	t.Parallel()
+	skipInShortMode(t, "an invalid job mid-COPY leaving the caller's transaction usable")
 	ctx := context.Background()
 	pool := newPool(t)
 	c := newClient(t, pool, &pgqueue.Config{MaxArgsSize: 1024})
@@ -165,6 +167,7 @@ func make100(p pgqueue.EnqueueManyParams) []pgqueue.EnqueueManyParams {
 // now) is a database error, and the caller's transaction survives it too.
 func TestEnqueueManyTxServerRejectsRow(t *testing.T) {
 	t.Parallel()
+	skipInShortMode(t, "a row the server refuses mid-COPY leaving the caller's transaction usable")
 	ctx := context.Background()
 	pool := newPool(t)
 	c := newClient(t, pool, nil)

@@ -176,6 +176,7 @@ func TestEnqueueBadInput(t *testing.T) {
 // asked.
 func TestEnqueueManySmallBatch(t *testing.T) {
 	t.Parallel()
+	skipInShortMode(t, "every option of a batch below CopyThreshold (one INSERT)")
 	ctx := context.Background()
 	pool := newPool(t)
 	c := newClient(t, pool, nil)

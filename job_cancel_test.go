@@ -172,6 +172,7 @@ func TestJobCancel(t *testing.T) {
 	// only the notification can be that quick.
 	t.Run("RunningJobCancelledThroughNotification", func(t *testing.T) {
 		t.Parallel()
+		skipInShortMode(t, "a running job cancelled through the notification")
 		pool := newPool(t)
 		started, cause := make(chan int64, 1), make(chan error, 1)
 		b := startClient(t, pool, blockingWorker(t, started, cause, nil), &pgqueue.Config{JobLease: 30 * time.Second})
@@ -202,6 +203,7 @@ func TestJobCancel(t *testing.T) {
 	// Without notifications the heartbeat brings the request.
 	t.Run("PollOnlyClientHearsAtHeartbeat", func(t *testing.T) {
 		t.Parallel()
+		skipInShortMode(t, "a poll-only client hearing a cancel request at its heartbeat")
 		pool := newPool(t)
 		started, cause := make(chan int64, 1), make(chan error, 1)
 		b := startClient(t, pool, blockingWorker(t, started, cause, nil),
@@ -384,6 +386,7 @@ func TestJobCancelRescue(t *testing.T) {
 	// before it writes: the write sees the request and cancels.
 	t.Run("CancelInRescueWindow", func(t *testing.T) {
 		t.Parallel()
+		skipInShortMode(t, "a cancel request meeting the rescue of an expired job")
 		pool := newPool(t)
 		c := newClient(t, pool, nil)
 		row, err := c.Enqueue(ctx, noteArgs{}, nil)
@@ -426,6 +429,7 @@ func assertStaleWriteRefused(t *testing.T, pool *pgxpool.Pool, id, fence int64) 
 // write is refused.
 func TestJobCancelStoppedHolder(t *testing.T) {
 	t.Parallel()
+	skipInShortMode(t, "the cancel of a job whose holder process is SIGSTOPped")
 	ctx := context.Background()
 	pool := newPool(t)
 	c := newClient(t, pool, &pgqueue.Config{RescueInterval: 100 * time.Millisecond})
@@ -547,6 +551,7 @@ func cancelHolderChild(ctx context.Context, pool *pgxpool.Pool) error {
 // still have a statement in flight.
 func TestJobCancelResultInFlight(t *testing.T) {
 	t.Parallel()
+	skipInShortMode(t, "a stopped holder's result in flight meeting JobCancel")
 	ctx := context.Background()
 	pool := newPool(t)
 	c := newClient(t, pool, nil)

@@ -15,6 +15,7 @@ func TestRecordOutput(t *testing.T) {
 
 	t.Run("StoredUnderTheFence", func(t *testing.T) {
 		t.Parallel()
+		skipInShortMode(t, "output stored under the holder's fence")
 		pool := newPool(t)
 		ws := pgqueue.NewWorkers()
 		var fromCtx *pgqueue.Client

@@ -15,6 +15,7 @@ import (
 // part that notices (heartbeat, executor, completer).
 func TestLeaseLostLoggedOnce(t *testing.T) {
 	t.Parallel()
+	skipInShortMode(t, "a lost lease logged once, not by each part that notices")
 	ctx := context.Background()
 	pool := newPool(t)
 	var logs testlog.Buffer

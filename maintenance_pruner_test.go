@@ -22,6 +22,7 @@ import (
 // else.
 func TestPruner(t *testing.T) {
 	t.Parallel()
+	skipInShortMode(t, "the pruner: retentions, batches, locked rows, leadership, fences after pruning")
 	ctx := context.Background()
 	const day = 24 * time.Hour
 

@@ -25,6 +25,7 @@ func TestRescuer(t *testing.T) {
 
 	t.Run("RetriesExpiredJob", func(t *testing.T) {
 		t.Parallel()
+		skipInShortMode(t, "the rescuer retrying a job whose lease expired")
 		pool := newPool(t)
 		c := newClient(t, pool, nil)
 		row, err := c.Enqueue(ctx, noteArgs{}, nil)

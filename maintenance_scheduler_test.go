@@ -15,6 +15,7 @@ func TestScheduler(t *testing.T) {
 
 	t.Run("ScheduledJobWaitsForRunAt", func(t *testing.T) {
 		t.Parallel()
+		skipInShortMode(t, "a scheduled job waiting for its run_at")
 		pool := newPool(t)
 		ws := pgqueue.NewWorkers()
 		must(t, pgqueue.AddWorkerFunc(ws, func(ctx context.Context, job *pgqueue.Job[noteArgs]) error { return nil }, nil))

@@ -170,6 +170,7 @@ func TestInsertMiddleware(t *testing.T) {
 
 	t.Run("WrapsPeriodicRuns", func(t *testing.T) {
 		t.Parallel()
+		skipInShortMode(t, "insert middleware around the periodic runs the leader enqueues")
 		pool := newPool(t)
 		rec := &insertRecorder{}
 		job := noteJob("every-hour", pgqueue.EverySchedule(time.Hour), &pgqueue.PeriodicJobOpts{RunOnStart: true})
@@ -308,6 +309,7 @@ func TestWorkMiddleware(t *testing.T) {
 
 	t.Run("ConfigOutsideWorkerWithContextValues", func(t *testing.T) {
 		t.Parallel()
+		skipInShortMode(t, "work middleware from Config, outside the worker's, passing context values")
 		pool := newPool(t)
 		var mu sync.Mutex
 		var log []string
@@ -336,6 +338,7 @@ func TestWorkMiddleware(t *testing.T) {
 
 	t.Run("OutcomeIsWhatTheMiddlewareReturns", func(t *testing.T) {
 		t.Parallel()
+		skipInShortMode(t, "the job's outcome taken from what work middleware returns")
 		pool := newPool(t)
 		ws := pgqueue.NewWorkers()
 		must(t, pgqueue.AddWorkerFunc(ws, func(ctx context.Context, job *pgqueue.Job[noteArgs]) error {
@@ -371,6 +374,7 @@ func TestWorkMiddleware(t *testing.T) {
 
 	t.Run("HandlerPanicReachesMiddlewareAsPanicError", func(t *testing.T) {
 		t.Parallel()
+		skipInShortMode(t, "a handler's panic reaching work middleware as a PanicError")
 		pool := newPool(t)
 		ws := pgqueue.NewWorkers()
 		must(t, pgqueue.AddWorkerFunc(ws, func(ctx context.Context, job *pgqueue.Job[noteArgs]) error {

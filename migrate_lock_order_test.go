@@ -14,6 +14,7 @@ import (
 // polling while migration 7 went down).
 func TestMigrateDownLocksJobsFirst(t *testing.T) {
 	t.Parallel()
+	skipInShortMode(t, "a migration down under running clients locking jobs before queues")
 	ctx := context.Background()
 	pool := newPool(t)
 	mg, err := pgqueue.NewMigrator(ctx, pool, pgqueue.SchemaDefault)

@@ -52,6 +52,7 @@ func appRolePool(t *testing.T, owner *pgxpool.Pool) *pgxpool.Pool {
 // and succeeds; it used to run CREATE SCHEMA IF NOT EXISTS first (42501).
 func TestMigrateCurrentSchemaAsAppRole(t *testing.T) {
 	t.Parallel()
+	skipInShortMode(t, "Migrate of a current schema as a role without CREATE")
 	ctx := context.Background()
 	owner := newPool(t)
 	app := appRolePool(t, owner)
@@ -82,6 +83,7 @@ func (privArgs) Kind() string { return "priv" }
 // locks and elector.
 func TestFeatureSetAsAppRole(t *testing.T) {
 	t.Parallel()
+	skipInShortMode(t, "the whole feature set run as a role with only the printed grants")
 	ctx := context.Background()
 	owner := newPool(t)
 	app := appRolePool(t, owner)

@@ -24,6 +24,7 @@ func TestMigrate(t *testing.T) {
 
 	t.Run("UpDownUpInCustomSchema", func(t *testing.T) {
 		t.Parallel()
+		skipInShortMode(t, "migrations up, down and up again in a custom schema")
 		pool := newPool(t)
 		mg, err := pgqueue.NewMigrator(ctx, pool, "jobs_custom")
 		must(t, err)
@@ -69,6 +70,7 @@ func TestMigrate(t *testing.T) {
 
 	t.Run("ForceClearsDirty", func(t *testing.T) {
 		t.Parallel()
+		skipInShortMode(t, "Migrate's force clearing a dirty schema version")
 		pool := newPool(t)
 		mg, err := pgqueue.NewMigrator(ctx, pool, "forced")
 		must(t, err)

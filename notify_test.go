@@ -70,6 +70,7 @@ func TestWakeUp(t *testing.T) {
 
 	t.Run("ScheduledJobReachesOtherClients", func(t *testing.T) {
 		t.Parallel()
+		skipInShortMode(t, "a scheduled job's wake-up reaching other clients")
 		pool := newPool(t)
 		// The leader runs the scheduler and works no queue.
 		leader := newClient(t, pool, &pgqueue.Config{SchedulerInterval: 100 * time.Millisecond})

@@ -156,6 +156,7 @@ func TestObserver(t *testing.T) {
 
 	t.Run("RescuedAndRefused", func(t *testing.T) {
 		t.Parallel()
+		skipInShortMode(t, "the observer's rescued and refused events")
 		pool := newPool(t)
 		o := newObserved()
 		// A client that claims and dies: its lease runs out unrenewed.

@@ -53,6 +53,7 @@ func clockPool(t *testing.T, pool *pgxpool.Pool, app string) *pgxpool.Pool {
 // time once, and an hourly job every hour of real time.
 func TestPeriodicDST(t *testing.T) {
 	t.Parallel()
+	skipInShortMode(t, "periodic runs across DST changes in Berlin and New York with a leader failover")
 	for _, tt := range []struct {
 		name, zone, nightly string
 		from, to            string

@@ -123,6 +123,7 @@ func TestPeriodicJobs(t *testing.T) {
 
 	t.Run("EachInstantOnceWithItsMark", func(t *testing.T) {
 		t.Parallel()
+		skipInShortMode(t, "each periodic instant enqueued once with its mark")
 		pool := newPool(t)
 		job := noteJob("every-second", pgqueue.EverySchedule(time.Second), nil)
 		startClient(t, pool, noteWorkers(t), &pgqueue.Config{PeriodicJobs: []*pgqueue.PeriodicJob{job}})
@@ -161,6 +162,7 @@ func TestPeriodicJobs(t *testing.T) {
 
 	t.Run("FirstSightNoBackfill", func(t *testing.T) {
 		t.Parallel()
+		skipInShortMode(t, "no backfill of the instants before a periodic job was first seen")
 		pool := newPool(t)
 		hourly, err := pgqueue.CronSchedule("0 * * * *")
 		must(t, err)
@@ -178,6 +180,7 @@ func TestPeriodicJobs(t *testing.T) {
 
 	t.Run("RunOnStartOncePerTerm", func(t *testing.T) {
 		t.Parallel()
+		skipInShortMode(t, "RunOnStart once per leadership term")
 		pool := newPool(t)
 		hourly, err := pgqueue.CronSchedule("@hourly")
 		must(t, err)
@@ -210,6 +213,7 @@ func TestPeriodicJobs(t *testing.T) {
 
 	t.Run("LateInstantsWithinMissedAfterAreEachEnqueued", func(t *testing.T) {
 		t.Parallel()
+		skipInShortMode(t, "late instants within MissedAfter each enqueued")
 		pool := newPool(t)
 		last := recordInstant(t, pool, "late", `to_timestamp(floor(extract(epoch FROM now())) - 5)`)
 		startClient(t, pool, noteWorkers(t), &pgqueue.Config{PeriodicJobs: []*pgqueue.PeriodicJob{noteJob("late", pgqueue.EverySchedule(time.Second), nil)}})
@@ -253,6 +257,7 @@ func TestPeriodicJobs(t *testing.T) {
 
 	t.Run("AddAndRemoveWhileRunning", func(t *testing.T) {
 		t.Parallel()
+		skipInShortMode(t, "periodic jobs added and removed while the client runs")
 		pool := newPool(t)
 		b := startClient(t, pool, noteWorkers(t), nil)
 		jobs := b.client.PeriodicJobs()
@@ -297,6 +302,7 @@ func TestPeriodicJobs(t *testing.T) {
 
 	t.Run("ConstructorSkipsAndInvalidRuns", func(t *testing.T) {
 		t.Parallel()
+		skipInShortMode(t, "periodic constructors that skip a run or return an invalid one")
 		pool := newPool(t)
 		var mu sync.Mutex
 		calls := 0
@@ -326,6 +332,7 @@ func TestPeriodicJobs(t *testing.T) {
 // term) never enqueue an instant twice.
 func TestPeriodicLeader(t *testing.T) {
 	t.Parallel()
+	skipInShortMode(t, "periodic runs enqueued by the leader only, and once by racing leaders")
 	ctx := context.Background()
 
 	t.Run("OnlyTheLeaderEnqueues", func(t *testing.T) {

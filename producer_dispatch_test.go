@@ -14,6 +14,7 @@ import (
 // reservation let every job of the batch count on the one idle executor.
 func TestDispatchStartsAnExecutorPerJob(t *testing.T) {
 	t.Parallel()
+	skipInShortMode(t, "an executor for each job of a claim handed over back to back")
 	pool := newPool(t)
 	started := make(chan int, 16)
 	release := make(chan struct{})

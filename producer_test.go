@@ -17,6 +17,7 @@ import (
 // claims grow beyond MaxWorkers.
 func TestMaxWorkersBoundsHandlersWhenClaimingAhead(t *testing.T) {
 	t.Parallel()
+	skipInShortMode(t, "MaxWorkers bounding the handlers over 6,000 jobs claimed ahead")
 	for _, delay := range []time.Duration{0, -1} {
 		t.Run(fmt.Sprintf("ClaimBatchDelay=%v", delay), func(t *testing.T) {
 			t.Parallel()

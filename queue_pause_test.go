@@ -141,6 +141,7 @@ func TestQueuePause(t *testing.T) {
 	} {
 		t.Run("StartedClientStopsAndResumes"+tc.name, func(t *testing.T) {
 			t.Parallel()
+			skipInShortMode(t, "a started client stopping and resuming on a pause ("+tc.name+")")
 			pool := newPool(t)
 			ws, started, release := pauseWorkers(t)
 			b := startClient(t, pool, ws, &pgqueue.Config{PollOnly: tc.pollOnly, FetchPollInterval: tc.poll,
@@ -170,6 +171,7 @@ func TestQueuePause(t *testing.T) {
 	// is a client started after every other stopped.
 	t.Run("BindsEveryClientAndSurvivesRestart", func(t *testing.T) {
 		t.Parallel()
+		skipInShortMode(t, "a pause binding every client and surviving a restart")
 		pool := newPool(t)
 		ws, _, _ := pauseWorkers(t)
 		first := startClient(t, pool, ws, nil)

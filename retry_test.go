@@ -16,6 +16,7 @@ func TestRetryPolicy(t *testing.T) {
 
 	t.Run("RetryWaitsForBackoff", func(t *testing.T) {
 		t.Parallel()
+		skipInShortMode(t, "a retry waiting for its backoff")
 		pool := newPool(t)
 		ws := pgqueue.NewWorkers()
 		must(t, pgqueue.AddWorkerFunc(ws, func(ctx context.Context, job *pgqueue.Job[noteArgs]) error {

@@ -26,6 +26,7 @@ func (spanArgs) Kind() string { return "span" }
 
 func TestSingletonJobs(t *testing.T) {
 	t.Parallel()
+	skipInShortMode(t, "singleton jobs of 3 clients on 2 keys in both modes, never overlapping")
 	const (
 		clients = 3
 		workers = 4
@@ -190,6 +191,7 @@ func countFenceOrderViolations(t *testing.T, pool *pgxpool.Pool) int {
 // cause pglock.ErrLost, and the key's job runs again later.
 func TestSingletonSessionLockLost(t *testing.T) {
 	t.Parallel()
+	skipInShortMode(t, "a lost session lock cancelling the singleton job's handler")
 	ctx := t.Context()
 	pool := newPool(t)
 	locker, err := pglock.New(pool, nil)

@@ -22,6 +22,7 @@ import (
 // vacuous).
 func TestStaleWriteRefusedByFence(t *testing.T) {
 	t.Parallel()
+	skipInShortMode(t, "every kind of stale write refused by the fence")
 	ctx := context.Background()
 
 	// setup claims a job (the stale claim), then lets another claim take it

@@ -144,6 +144,7 @@ func (r *uniqueRace) setState(t *testing.T, id int64, state string) bool {
 // Enqueue and with EnqueueTx, whose transaction goes on.
 func TestUniqueRacedInsert(t *testing.T) {
 	t.Parallel()
+	skipInShortMode(t, "unique inserts racing a holder that commits, retries or leaves")
 	ctx := context.Background()
 	opts := &pgqueue.EnqueueOpts{Unique: &pgqueue.UniqueOpts{ByKey: "k", ByState: []pgqueue.JobState{
 		pgqueue.StateScheduled, pgqueue.StateAvailable, pgqueue.StateRunning}}}
@@ -292,6 +293,7 @@ func TestUniqueRacedInsert(t *testing.T) {
 // key; the table must agree with what the calls reported.
 func TestUniqueUnderChurn(t *testing.T) {
 	t.Parallel()
+	skipInShortMode(t, "unique inserts of 4 clients while a worker completes the jobs")
 	ctx := context.Background()
 	pool := newPool(t)
 	const (

@@ -115,6 +115,7 @@ func TestUnique(t *testing.T) {
 
 	t.Run("CompletedJobBlocksItsPeriodNotTheNext", func(t *testing.T) {
 		t.Parallel()
+		skipInShortMode(t, "a completed unique job blocking its period, not the next")
 		pool := newPool(t)
 		ws := pgqueue.NewWorkers()
 		must(t, pgqueue.AddWorkerFunc(ws, func(context.Context, *pgqueue.Job[chargeArgs]) error { return nil }, nil))
@@ -215,6 +216,7 @@ func (listArgs) Kind() string { return "list" }
 // single-statement and the chunked path.
 func TestUniqueEnqueueMany(t *testing.T) {
 	t.Parallel()
+	skipInShortMode(t, "unique batches, single-statement and chunked")
 	ctx := context.Background()
 	pool := newPool(t)
 	c := newClient(t, pool, nil)

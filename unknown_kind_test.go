@@ -27,6 +27,7 @@ func TestUnknownKind(t *testing.T) {
 
 	t.Run("DiscardedAtTheLastTryNotBefore", func(t *testing.T) {
 		t.Parallel()
+		skipInShortMode(t, "a job of an unknown kind discarded at its last try, not before")
 		pool := newPool(t)
 		auditUpdates(t, pool)
 		b := startClient(t, pool, noteWorkers(t), cfg(3))
@@ -89,6 +90,7 @@ func TestUnknownKind(t *testing.T) {
 
 	t.Run("NegativeNeverDiscards", func(t *testing.T) {
 		t.Parallel()
+		skipInShortMode(t, "a negative UnknownKindMaxAttempts never discarding")
 		pool := newPool(t)
 		c := newClient(t, pool, nil)
 		res, err := c.Enqueue(ctx, ghostArgs{}, nil)

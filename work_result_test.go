@@ -19,6 +19,7 @@ func TestWorkResult(t *testing.T) {
 
 	t.Run("SnoozeSpendsNoAttempt", func(t *testing.T) {
 		t.Parallel()
+		skipInShortMode(t, "a snooze spending no attempt")
 		pool := newPool(t)
 		var runs atomic.Int32
 		ws := pgqueue.NewWorkers()
@@ -39,6 +40,7 @@ func TestWorkResult(t *testing.T) {
 
 	t.Run("CancelEndsWithoutRetry", func(t *testing.T) {
 		t.Parallel()
+		skipInShortMode(t, "a JobCancel result ending the job without a retry")
 		pool := newPool(t)
 		var runs atomic.Int32
 		ws := pgqueue.NewWorkers()

@@ -48,6 +48,7 @@ func TestWorkers(t *testing.T) {
 
 	t.Run("MalformedArgsFailTheAttempt", func(t *testing.T) {
 		t.Parallel()
+		skipInShortMode(t, "malformed args failing the attempt")
 		pool := newPool(t)
 		ws := pgqueue.NewWorkers()
 		must(t, pgqueue.AddWorkerFunc(ws, func(ctx context.Context, job *pgqueue.Job[noteArgs]) error { return nil }, nil))

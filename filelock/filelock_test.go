@@ -17,6 +17,7 @@ func TestLock(t *testing.T) {
 
 	t.Run("CounterAcrossProcesses", func(t *testing.T) {
 		t.Parallel()
+		skipInShortMode(t, "a counter under the lock across 4 processes")
 		const procs, iters = 4, 200
 		dir := t.TempDir()
 		lockPath := filepath.Join(dir, "counter.lock")

@@ -19,6 +19,7 @@ func TestMarker(t *testing.T) {
 
 	t.Run("TakeoverRaceHasOneWinner", func(t *testing.T) {
 		t.Parallel()
+		skipInShortMode(t, "8 processes racing to take over, one winning")
 		const procs = 8
 		dir := t.TempDir()
 		path := filepath.Join(dir, "job.marker")
@@ -249,6 +250,7 @@ func TestMarker(t *testing.T) {
 
 	t.Run("HolderDeathLeavesLeaseToExpire", func(t *testing.T) {
 		t.Parallel()
+		skipInShortMode(t, "a dead holder's lease left to expire")
 		path := tempPath(t, "dead.marker")
 		cmd := helperCmd(os.Args[0], "marker-hold", path, "1s")
 		stdout, err := cmd.StdoutPipe()

@@ -371,6 +371,41 @@ func (e *faultEnv) waitAllFinal() {
 	e.elapsed = time.Since(e.start)
 }
 
+// faultStall is how long a progress wait lets no job become final before
+// it fails: such a wait checks that the jobs get done, not how fast, which
+// depends on the machine's load and on retry delays.
+const faultStall = 30 * time.Second
+
+// waitFinalExcept waits until every job but those in except is final,
+// however long that takes while jobs keep becoming final; it fails the
+// test, with evidence (stalled's, then where the jobs are), once none has
+// for faultStall.
+func (e *faultEnv) waitFinalExcept(what string, except []int64, stalled func() string) {
+	e.t.Helper()
+	began := time.Now()
+	want := int64(e.jobs - len(except))
+	last, progressed := int64(-1), began
+	var lastErr error
+	for {
+		n, err := e.count(e.t.Context(), `
+			SELECT count(*) FROM pgqueue.jobs
+			WHERE state IN ('completed', 'discarded', 'cancelled') AND id <> ALL ($1::bigint[])`, except)
+		switch {
+		case err != nil:
+			lastErr = err // the server may be down for a moment: no progress seen
+		case n >= want:
+			return
+		case n > last:
+			last, progressed = n, time.Now()
+		}
+		if time.Since(progressed) > faultStall {
+			e.t.Fatalf("waiting until %s: no job became final for %s (%d of %d final after %s; last error: %v)\n%s\n%s",
+				what, faultStall, max(last, 0), want, time.Since(began).Round(100*time.Millisecond), lastErr, stalled(), e.stateDump())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
 // stateDump describes where the jobs are, for a timeout.
 func (e *faultEnv) stateDump() string {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)

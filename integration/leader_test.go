@@ -420,6 +420,7 @@ var (
 //
 //	go test -count=1 -run 'TestLeaderKillFailover$' -v ./integration -args -failover-rounds=5 -failover-ttl=10s
 func TestLeaderKillFailover(t *testing.T) {
+	skipInShortMode(t, "a leader process killed and failed over, in lease and session mode")
 	ttl, rounds := *failoverTTL, *failoverRounds
 	for _, mode := range []string{"lease", "session"} {
 		t.Run(mode, func(t *testing.T) {

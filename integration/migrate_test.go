@@ -21,6 +21,7 @@ import (
 
 func TestMigrateCommand(t *testing.T) {
 	t.Parallel()
+	skipInShortMode(t, "the migrate command's concurrent up, down then up, and force")
 	bin := buildCLI(t)
 	latest := latestMigration(t)
 

@@ -141,6 +141,7 @@ func await(t *testing.T, r sdkmetric.Reader, what string, cond func(m map[string
 
 func TestMetricsAndTraces(t *testing.T) {
 	t.Parallel()
+	skipInShortMode(t, "the metrics and traces of jobs worked through a client")
 	ctx := t.Context()
 	pool := pgqueuetest.NewPool(t)
 

@@ -16,6 +16,7 @@ import (
 // RetryInterval; once the schema is there, the elector says so and leads.
 func TestElectorFailingCampaignSaidOnce(t *testing.T) {
 	t.Parallel()
+	skipInShortMode(t, "a failing campaign said once")
 	pool := newPool(t)
 	var logs testlog.Buffer
 	lk := newLocker(t, pool, &pglock.Config{Schema: "not_yet", Logger: logs.Logger()})

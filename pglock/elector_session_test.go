@@ -193,6 +193,7 @@ func TestElectorSessionFailover(t *testing.T) {
 
 	t.Run("StuckLeaderWaitsForExpiry", func(t *testing.T) {
 		t.Parallel()
+		skipInShortMode(t, "a stuck session leader's successor waiting for expiry")
 		ctx := t.Context()
 		pool := newPool(t)
 		lk := quietLocker(t, pool)
@@ -266,6 +267,7 @@ func TestElectorSessionFailover(t *testing.T) {
 // lease alone.
 func TestElectorSessionFailoverBehindPooler(t *testing.T) {
 	t.Parallel()
+	skipInShortMode(t, "session failover behind a pooler")
 	direct, err := pgx.ParseConfig(pgtest.DB().NewDatabase(t))
 	must(t, err)
 	pooler := startRotatingPooler(t, fmt.Sprintf("%s:%d", direct.Host, direct.Port), 0)

@@ -84,6 +84,7 @@ func TestElector(t *testing.T) {
 
 	t.Run("HandsOverOnResign", func(t *testing.T) {
 		t.Parallel()
+		skipInShortMode(t, "the elector handing over on resign")
 		pool := newPool(t)
 		// Renewals a second apart: a resign that failed would leave the
 		// lease to expire 2s to 3s later, a successful one frees it at once.
@@ -255,6 +256,7 @@ func TestElector(t *testing.T) {
 // ends, not when a renewal finally times out.
 func TestElectorHungRenewal(t *testing.T) {
 	t.Parallel()
+	skipInShortMode(t, "a hung renewal ending the term")
 	ctx := t.Context()
 	pool := newPool(t)
 	// Renewals time out after RenewInterval: here 1.2s, so a renewal sent

@@ -27,6 +27,7 @@ func TestLeaseLock(t *testing.T) {
 
 	t.Run("TakenOverAfterExpiry", func(t *testing.T) {
 		t.Parallel()
+		skipInShortMode(t, "a lease taken over after expiry")
 		ctx := t.Context()
 		pool := newPool(t)
 		lk := newLocker(t, pool, nil)
@@ -76,6 +77,7 @@ func TestLeaseLock(t *testing.T) {
 
 	t.Run("ExpiredLeaseCannotBeRenewed", func(t *testing.T) {
 		t.Parallel()
+		skipInShortMode(t, "an expired lease refused renewal")
 		ctx := t.Context()
 		pool := newPool(t)
 		lk := newLocker(t, pool, nil)

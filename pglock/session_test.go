@@ -178,6 +178,7 @@ func TestSessionLock(t *testing.T) {
 
 	t.Run("LostWhenBackendTerminated", func(t *testing.T) {
 		t.Parallel()
+		skipInShortMode(t, "a session lock lost when its backend is terminated")
 		ctx := t.Context()
 		pool := newPool(t)
 		lk1, lk2 := newLocker(t, pool, nil), newLocker(t, pool, nil)

@@ -94,6 +94,7 @@ func TestXactLock(t *testing.T) {
 
 	t.Run("WaitEndsWithContext", func(t *testing.T) {
 		t.Parallel()
+		skipInShortMode(t, "a lock wait ending with its context")
 		ctx := t.Context()
 		pool := newPool(t)
 		lk := newLocker(t, pool, nil)
@@ -140,6 +141,7 @@ func TestXactLock(t *testing.T) {
 
 	t.Run("FencesIncreaseWithEachAcquisition", func(t *testing.T) {
 		t.Parallel()
+		skipInShortMode(t, "fences increasing with each acquisition")
 		ctx := t.Context()
 		pool := newPool(t)
 		lk := newLocker(t, pool, nil)

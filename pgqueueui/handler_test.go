@@ -586,6 +586,7 @@ func TestGETDoesNotAct(t *testing.T) {
 
 func TestReadOnly(t *testing.T) {
 	t.Parallel()
+	skipInShortMode(t, "read-only mode")
 	secret := []byte(strings.Repeat("k", 32))
 	e := newEnv(t, &pgqueueui.Options{ReadOnly: true, Secret: secret})
 	id := e.enqueue(emailArgs{To: "x"}, &pgqueue.EnqueueOpts{Queue: "email"})
@@ -650,6 +651,7 @@ func TestHostileDataEscaped(t *testing.T) {
 
 func TestPrefix(t *testing.T) {
 	t.Parallel()
+	skipInShortMode(t, "the dashboard mounted under a prefix")
 	e := newEnv(t, &pgqueueui.Options{Prefix: "/admin/queue"})
 	id := e.enqueue(emailArgs{To: "x"}, &pgqueue.EnqueueOpts{Queue: "email"})
 

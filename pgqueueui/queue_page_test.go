@@ -39,6 +39,7 @@ func heldRow(what string, n int64) string {
 // overview shows each queue's limits and links to the page.
 func TestQueuePage(t *testing.T) {
 	t.Parallel()
+	skipInShortMode(t, "the queue page")
 	e := newEnv(t, nil)
 	ctx := t.Context()
 	if err := e.client.QueueSetLimits(ctx, "flow", pgqueue.QueueLimits{MaxRunning: 10, MaxRunningPerKey: 1,
@@ -230,6 +231,7 @@ func TestLimitsForm(t *testing.T) {
 
 func TestLimitsReadOnly(t *testing.T) {
 	t.Parallel()
+	skipInShortMode(t, "the limits forms hidden in read-only mode")
 	secret := []byte(strings.Repeat("k", 32))
 	e := newEnv(t, &pgqueueui.Options{ReadOnly: true, Secret: secret})
 	e.enqueue(emailArgs{To: "x"}, &pgqueue.EnqueueOpts{Queue: "email"})

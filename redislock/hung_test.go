@@ -29,6 +29,7 @@ func docsClient(t *testing.T, addr string) *redis.Client {
 // expires.
 func TestHungRenewalEndsContextByValidity(t *testing.T) {
 	t.Parallel()
+	skipInShortMode(t, "a hung renewal ending the context by validity")
 	ctx := t.Context()
 	const ttl, margin = 2 * time.Second, 400 * time.Millisecond
 	opts := &redislock.Options{TTL: ttl, RenewInterval: 300 * time.Millisecond, SafetyMargin: margin}
@@ -115,6 +116,7 @@ func sleepServer(t *testing.T, s *redisServer, d time.Duration) <-chan error {
 // key to block others.
 func TestSlowTryLockReplyIsNotHeld(t *testing.T) {
 	t.Parallel()
+	skipInShortMode(t, "a slow TryLock reply not held")
 	s := privateRedis(t)
 	ctx := t.Context()
 	opts := &redislock.Options{TTL: time.Second, RenewInterval: 200 * time.Millisecond, SafetyMargin: 200 * time.Millisecond}
@@ -149,6 +151,7 @@ func TestSlowTryLockReplyIsNotHeld(t *testing.T) {
 // Lock whose context has already ended.
 func TestSlowLockReplyTriesAgain(t *testing.T) {
 	t.Parallel()
+	skipInShortMode(t, "a slow Lock reply tried again")
 	s := privateRedis(t)
 	ctx := t.Context()
 	opts := &redislock.Options{TTL: time.Second, RenewInterval: 200 * time.Millisecond, SafetyMargin: 200 * time.Millisecond}

@@ -58,6 +58,7 @@ func TestOptions(t *testing.T) {
 // token to a log; the log must be strictly increasing.
 func TestContentionAcrossProcesses(t *testing.T) {
 	t.Parallel()
+	skipInShortMode(t, "contention of 2 processes of 8 goroutines")
 	const rounds = 10
 	dir := t.TempDir()
 	cmd := helperCmd("contend", shared.addr, "contention", dir, strconv.Itoa(rounds))
@@ -141,6 +142,7 @@ func contend(addr, name, dir string, rounds int) error {
 // it; its renewal fails and its lock's context ends with ErrLost.
 func TestPausedHolderFenced(t *testing.T) {
 	t.Parallel()
+	skipInShortMode(t, "a SIGSTOPped holder's writes fenced")
 	ctx := t.Context()
 	db := pgtest.DB().NewDatabase(t)
 	pool, err := pgxpool.New(ctx, db)
@@ -283,6 +285,7 @@ func childPaused(addr, name, db string) int {
 // restarts from the server's clock.
 func TestRestartMidHold(t *testing.T) {
 	t.Parallel()
+	skipInShortMode(t, "Redis restarted empty under a holder")
 	s := privateRedis(t)
 	ctx := t.Context()
 	l := newLocker(t, s, "restart", &redislock.Options{TTL: 5 * time.Second, RenewInterval: 100 * time.Millisecond})
@@ -325,6 +328,7 @@ func TestRestartMidHold(t *testing.T) {
 // through, and the holder counts the lock lost before its TTL runs out.
 func TestServerGoneLosesLock(t *testing.T) {
 	t.Parallel()
+	skipInShortMode(t, "Redis killed for good under a holder")
 	s := privateRedis(t)
 	ctx := t.Context()
 	ttl := 2 * time.Second

@@ -239,6 +239,7 @@ func TestProcess(t *testing.T) {
 
 	t.Run("DrainsRunningJobsOnSIGTERM", func(t *testing.T) {
 		t.Parallel()
+		skipInShortMode(t, "a worker process draining its running jobs on SIGTERM")
 		b := setup(t)
 		c := startChild(t, b.url, "--http-addr", "127.0.0.1:0", "--shutdown-timeout", "1m")
 		if code, body := c.get("/healthz"); code != http.StatusOK || body != "ok\n" {
@@ -277,6 +278,7 @@ func TestProcess(t *testing.T) {
 
 	t.Run("CancelsAfterShutdownTimeout", func(t *testing.T) {
 		t.Parallel()
+		skipInShortMode(t, "a worker process cancelling its jobs after the shutdown timeout")
 		b := setup(t)
 		c := startChild(t, b.url, "--shutdown-timeout", "300ms")
 		id := enqueue(t, b, blockArgs{File: filepath.Join(t.TempDir(), "never")}, nil)
@@ -300,6 +302,7 @@ func TestProcess(t *testing.T) {
 
 	t.Run("SecondSignalCancelsAtOnce", func(t *testing.T) {
 		t.Parallel()
+		skipInShortMode(t, "a second signal cancelling a worker process's jobs at once")
 		b := setup(t)
 		c := startChild(t, b.url, "--http-addr", "127.0.0.1:0", "--shutdown-timeout", "10m")
 		id := enqueue(t, b, blockArgs{File: filepath.Join(t.TempDir(), "never")}, nil)
@@ -321,6 +324,7 @@ func TestProcess(t *testing.T) {
 
 	t.Run("Metrics", func(t *testing.T) {
 		t.Parallel()
+		skipInShortMode(t, "a worker process's metrics")
 		b := setup(t)
 		// A job waiting in another queue shows in the leader's backlog
 		// gauges.

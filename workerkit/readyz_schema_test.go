@@ -14,6 +14,7 @@ import (
 // worker could claim nothing.
 func TestProcessReadyzFollowsTheSchema(t *testing.T) {
 	t.Parallel()
+	skipInShortMode(t, "a worker process's /readyz following the schema")
 	b := setup(t)
 	c := startChild(t, b.url, "--http-addr", "127.0.0.1:0")
 	c.waitStatus("/readyz", http.StatusOK)

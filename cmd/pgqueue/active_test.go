@@ -19,6 +19,7 @@ import (
 // goes ahead once it stopped or with --ignore-active.
 func TestMigrateDownRefusedWhileActive(t *testing.T) {
 	t.Parallel()
+	skipInShortMode(t, "migrate down refused while clients are active")
 	ctx := context.Background()
 	url := pgtest.DB().NewDatabase(t)
 	migrateCmd := func(args ...string) (int, string) {
@@ -78,6 +79,7 @@ func TestMigrateDownRefusedWhileActive(t *testing.T) {
 // client(s)" for it (its leader row and its workers' row).
 func TestMigrateDownCountsProcesses(t *testing.T) {
 	t.Parallel()
+	skipInShortMode(t, "migrate down counting the processes still using the schema")
 	b := setupOps(t) // one started client, ID ops-worker, running two jobs
 	ctx := t.Context()
 	for deadline := time.Now().Add(30 * time.Second); ; {

@@ -103,6 +103,7 @@ func TestDemo(t *testing.T) {
 
 	t.Run("RefusesSchemaWithOtherJobs", func(t *testing.T) {
 		t.Parallel()
+		skipInShortMode(t, "the demo refusing a schema that holds other jobs")
 		pool, url := newPool(t)
 		if _, err := pgqueue.Migrate(t.Context(), pool, pgqueue.SchemaDefault); err != nil {
 			t.Fatal(err)
@@ -137,6 +138,7 @@ func TestDemo(t *testing.T) {
 
 	t.Run("TimesOut", func(t *testing.T) {
 		t.Parallel()
+		skipInShortMode(t, "the demo's timeout")
 		_, url := newPool(t)
 		// Some jobs are scheduled a second or more ahead: 500 ms is too
 		// short for them.
@@ -148,6 +150,7 @@ func TestDemo(t *testing.T) {
 
 	t.Run("HandsJobsBackWhenInterrupted", func(t *testing.T) {
 		t.Parallel()
+		skipInShortMode(t, "the demo interrupted handing its jobs back")
 		pool, url := newPool(t)
 		ctx, cancel := context.WithCancel(t.Context())
 		defer cancel()

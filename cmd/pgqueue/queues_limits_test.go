@@ -152,6 +152,7 @@ func TestQueuesLimitSets(t *testing.T) {
 // obeys them, and reads the held-back counts on a read-only connection.
 func TestQueuesLimitsHeld(t *testing.T) {
 	t.Parallel()
+	skipInShortMode(t, "the CLI's queue limits held by running jobs")
 	b := setupLimits(t)
 	ctx := t.Context()
 	cli(t, exitOK, "queues", "limit", "flow", "--max-running-per-key", "1", "--partition-by", "args.customer", "--database-url", b.url)

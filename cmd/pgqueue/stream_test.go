@@ -89,6 +89,7 @@ func checkIDsDescending(t *testing.T, what string, ids []int64, n int) {
 // JSON array or a table; filters apply as on one page.
 func TestJobsListAll(t *testing.T) {
 	t.Parallel()
+	skipInShortMode(t, "the CLI's jobs list of every job, streamed")
 	const n, other = 2_345, 55
 	url, _ := seedJobs(t, n, other)
 	ctx := t.Context()
@@ -162,6 +163,7 @@ func TestJobsListAll(t *testing.T) {
 // filters, batch after batch, and on no other; they print counts.
 func TestJobsControlByFilter(t *testing.T) {
 	t.Parallel()
+	skipInShortMode(t, "the CLI's retry, cancel and delete by filter")
 	const n, other = 1_234, 40
 	url, pool := seedJobs(t, n, other)
 	ctx := t.Context()
@@ -239,6 +241,7 @@ func buildCLI(t *testing.T) string {
 // nothing on stderr.
 func TestJobsListHeadSIGPIPE(t *testing.T) {
 	t.Parallel()
+	skipInShortMode(t, "the CLI's jobs list ending quietly when its reader (head) goes away")
 	url, _ := seedJobs(t, 20_000, 0)
 	bin := buildCLI(t)
 	cmd := exec.Command(bin, "jobs", "list", "--database-url", url, "--all", "--ndjson", "--batch", "100")

@@ -98,6 +98,7 @@ func (d *dropper) drop() time.Duration {
 // maximum.
 func TestBackoffResetAfterStableConnection(t *testing.T) {
 	t.Parallel()
+	skipInShortMode(t, "the reconnect backoff reset after a stable connection")
 	const stable = 100 * time.Millisecond
 	d := startDropper(t, stable)
 	for i := range 4 {
@@ -115,6 +116,7 @@ func TestBackoffResetAfterStableConnection(t *testing.T) {
 // A server that drops each connection at once still gets growing waits.
 func TestBackoffGrowsWhileConnectionsDropAtOnce(t *testing.T) {
 	t.Parallel()
+	skipInShortMode(t, "the reconnect backoff growing while connections drop at once")
 	d := startDropper(t, time.Hour)
 	want := minBackoff
 	for i := range 4 {

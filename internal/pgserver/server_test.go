@@ -17,6 +17,7 @@ func TestStart(t *testing.T) {
 
 	t.Run("SurvivesImmediateStop", func(t *testing.T) {
 		t.Parallel()
+		skipInShortMode(t, "a server surviving a stop right after its start")
 		ctx := t.Context()
 		l, err := Start(ctx, Options{Settings: map[string]string{
 			"work_mem":        "7MB", // added

@@ -13,6 +13,7 @@ import (
 // test against the shared server (through DATABASE_URL) must log the
 // variables the harness consults.
 func TestEnvReadsRecorded(t *testing.T) {
+	skipInShortMode(t, "the environment reads recorded for go test's cache")
 	if os.Getenv("PGTEST_ENV_CHILD") == "1" {
 		DB() // what a test does: the reads must be logged from here
 		return

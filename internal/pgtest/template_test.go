@@ -97,6 +97,7 @@ func TestNewTemplate(t *testing.T) {
 
 	t.Run("MarksTemplateAndCloseDrops", func(t *testing.T) {
 		t.Parallel()
+		skipInShortMode(t, "a template marked as such and dropped on close")
 		ctx := t.Context()
 		tmpl, err := NewTemplate(ctx, Shared(), func(ctx context.Context, connString string) error {
 			// Left open on purpose: NewTemplate must end it.

@@ -3,7 +3,10 @@ package main
 import (
 	"bytes"
 	"errors"
+	"fmt"
+	"io"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -105,5 +108,67 @@ func TestPrintSummary(t *testing.T) {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("summary lacks %q:\n%s", want, out.String())
 		}
+	}
+}
+
+func TestParallelism(t *testing.T) {
+	for _, c := range []struct {
+		jobs    int
+		url     string
+		want    int
+		ignored bool
+	}{
+		{1, "", 1, false},
+		{0, "", 1, false},
+		{4, "", 4, false},
+		{1, "postgres://shared/db", 1, false},
+		// Modules at once would share the server and its connection budget.
+		{4, "postgres://shared/db", 1, true},
+	} {
+		n, why := parallelism(c.jobs, c.url)
+		if n != c.want || (why != "") != c.ignored {
+			t.Errorf("parallelism(%d, %q) = %d, %q; want %d, ignored %v", c.jobs, c.url, n, why, c.want, c.ignored)
+		}
+	}
+}
+
+func TestRunModules(t *testing.T) {
+	dirs := []string{".", "redislock", "etcdlock", "workerkit"}
+	for _, n := range []int{1, 2} {
+		t.Run(fmt.Sprintf("j=%d", n), func(t *testing.T) {
+			var running, most atomic.Int32
+			// Each module writes three lines, pausing between them, so
+			// modules run at once would interleave if not held.
+			run := func(dir string, w io.Writer) moduleResult {
+				now := running.Add(1)
+				defer running.Add(-1)
+				for m := most.Load(); now > m && !most.CompareAndSwap(m, now); m = most.Load() {
+				}
+				for i := range 3 {
+					fmt.Fprintf(w, "%s line %d\n", dir, i)
+					time.Sleep(10 * time.Millisecond)
+				}
+				return moduleResult{dir: dir, passed: len(dir)}
+			}
+			var out bytes.Buffer
+			results := runModules(dirs, n, &out, "go test -json ./...", run)
+			for i, r := range results {
+				if r.dir != dirs[i] || r.passed != len(dirs[i]) {
+					t.Errorf("result %d: %+v; want module %s's", i, r, dirs[i])
+				}
+			}
+			if got := int(most.Load()); got != n {
+				t.Errorf("at most %d modules ran at once; want %d", got, n)
+			}
+			for _, dir := range dirs {
+				block := fmt.Sprintf("%[1]s line 0\n%[1]s line 1\n%[1]s line 2\n", dir)
+				if !strings.Contains(out.String(), block) {
+					t.Errorf("module %s's output is not in one piece:\n%s", dir, out.String())
+				}
+				if !strings.Contains(out.String(), "== "+dir+": go test -json ./...") {
+					t.Errorf("no header for module %s:\n%s", dir, out.String())
+				}
+			}
+		})
 	}
 }
