@@ -361,7 +361,7 @@ func (e *faultEnv) checkFlow(ctx context.Context, mutant bool) string {
 			              (SELECT string_agg(format('job %s fence %s by %s [%s, %s]', r.job_id, r.fence, r.worker, r.started_at, r.ended_at), '; ' ORDER BY r.started_at)
 			               FROM flow_runs r WHERE r.queue = $1 AND `+strings.ReplaceAll(l.group, "key", "r.key")+` = s.grp AND r.started_at <= s.t AND r.ended_at > s.t))
 			FROM sweep s WHERE s.d = 1 AND s.running > $2
-			ORDER BY s.t LIMIT 50`, l.queue, l.max)
+			ORDER BY s.t`, l.queue, l.max)
 	}
 	check("each sequence ran in insert order, each job after the previous one ended", `
 		SELECT format('sequence %s: job %s (n %s) started %s, before job %s (n %s) ended %s', key, job_id, n, started_at, prev_job, prev_n, prev_end)
