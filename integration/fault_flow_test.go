@@ -116,7 +116,9 @@ func TestFaultFlowControl(t *testing.T) {
 		sleepMin:   10 * time.Millisecond,
 		sleepMax:   60 * time.Millisecond,
 		queues:     []string{flowQueueMax, flowQueueKey, flowQueueSeq},
-		extra:      []string{"-flow"},
+		// A loaded machine (and a server busy with terminated sessions)
+		// can take more than the default 3 s to answer a new connection.
+		extra: []string{"-flow", "-connect-timeout", "10s"},
 	}
 	live := e.startWorkers(flowWorkers, opts)
 	// Faults start once every queue is under way.
@@ -179,7 +181,7 @@ func TestFaultFlowControl(t *testing.T) {
 			<-victim.exited
 			kills++
 			stopped = slices.DeleteFunc(stopped, func(s frozen) bool { return s.w == victim })
-			live[i] = e.startWorkers(1, opts)[0]
+			live[i] = e.startReplacement(opts)
 		case 1:
 			var candidates []*workerProc
 			for _, w := range live {
@@ -224,6 +226,36 @@ func TestFaultFlowControl(t *testing.T) {
 	e.report("FlowControl", faults,
 		fmt.Sprintf("%s: sigkill=%d sigstop=%d terminate_rounds=%d sessions_terminated=%d, %d workers", duration, kills, stops, terminations, sessionsTerminated, flowWorkers),
 		figures, fmt.Sprintf("| %s drain=%s seed=%d", peaks, drain.Round(100*time.Millisecond), seed))
+}
+
+// startReplacement starts a worker in place of a killed one and waits
+// until it is ready. A replacement that fails to start (its first
+// connection timed out on a loaded machine) is not the fault under test:
+// another one is started, a few times.
+func (e *faultEnv) startReplacement(opts faultWorkerOpts) *workerProc {
+	e.t.Helper()
+	for try := 1; ; try++ {
+		e.mu.Lock()
+		name := fmt.Sprintf("w%d", len(e.workers)+1)
+		e.mu.Unlock()
+		w := e.startWorker(name, opts)
+		deadline := time.Now().Add(time.Minute)
+		for !w.sawLine("ready", false) && time.Now().Before(deadline) {
+			select {
+			case <-w.exited:
+				deadline = time.Time{}
+			case <-time.After(20 * time.Millisecond):
+			}
+		}
+		if w.sawLine("ready", false) {
+			return w
+		}
+		w.kill()
+		if try == 5 {
+			e.t.Fatalf("no replacement worker started in %d tries; the last:\n%s", try, w.logTail())
+		}
+		e.t.Logf("replacement %s did not start (try %d), starting another:\n%s", name, try, w.logTail())
+	}
 }
 
 // flowFeeder keeps a backlog in every flow queue (and in every sequence)
