@@ -20,7 +20,8 @@
 // the database; with -hold, a handler holds a job listed in holds, running
 // under its own newer fence, until the test releases it. Its connections carry
 // application_name faultworker-<name>, and its client ID (the jobs'
-// worker_id) is <name>. The flags it shares with lockworker, and its exit
+// worker_id) is <name>. With -flow it works "flow" jobs too (flow.go),
+// for the fault test of flow control. The flags it shares with lockworker, and its exit
 // codes, are workerproc's.
 //
 // Usage:
@@ -110,6 +111,7 @@ type options struct {
 	batchDelay time.Duration
 	victim     bool
 	hold       bool
+	flow       bool
 }
 
 func (o *options) register(fs *flag.FlagSet) {
@@ -127,6 +129,7 @@ func (o *options) register(fs *flag.FlagSet) {
 	fs.DurationVar(&o.batchDelay, "complete-batch-delay", 0, "Config.CompleteBatchDelay (0: the default); a long one keeps results pending until Stop")
 	fs.BoolVar(&o.victim, "victim", false, "handlers follow the job's mode arg (see the package doc)")
 	fs.BoolVar(&o.hold, "hold", false, "handlers hold a job listed in holds with a lower fence, running, until it is released")
+	fs.BoolVar(&o.flow, "flow", false, `work "flow" jobs too, recording their runs in flow_runs (see flow.go)`)
 }
 
 func (o *options) check() error {
@@ -150,6 +153,11 @@ func (o *options) pool(cfg *pgxpool.Config) {
 	// needs a few more for claims, heartbeats and results, and a starved
 	// heartbeat would lose leases for no fault of the network.
 	cfg.MaxConns = int32(o.maxWorkers + 4)
+	if o.flow {
+		// Flow handlers hold a connection only briefly, but each queue
+		// runs up to -max-workers of them.
+		cfg.MaxConns = int32(o.maxWorkers*len(strings.Split(o.queues, ",")) + 4)
+	}
 }
 
 func main() {
@@ -176,6 +184,11 @@ func (o *options) run(ctx context.Context, p *workerproc.Worker) error {
 	workers := pgqueue.NewWorkers()
 	if err := pgqueue.AddWorker[EffectArgs](workers, w, nil); err != nil {
 		return err
+	}
+	if o.flow {
+		if err := pgqueue.AddWorker[FlowArgs](workers, flowWorker{w}, nil); err != nil {
+			return err
+		}
 	}
 	client, err := pgqueue.New(p.Pool, &pgqueue.Config{
 		Schema:            p.Schema,
