@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -71,6 +72,19 @@ type Config struct {
 	// Interval is how the sustained run's report is divided in time.
 	// Default a minute.
 	Interval time.Duration
+	// JobDuration is how long each job's handler sleeps in the child
+	// processes of BurnDownProcesses (Flow's runs); zero: no-op jobs.
+	JobDuration time.Duration
+	// Keys spreads the enqueued jobs over this many partition keys
+	// (EnqueueOpts.PartitionKey, job i gets key i mod Keys); zero: none.
+	Keys int
+	// Sequences spreads the enqueued jobs over this many sequence keys
+	// (EnqueueOpts.SequenceKey, job i in sequence i mod Sequences); zero:
+	// none.
+	Sequences int
+	// StopAfter, if set, ends BurnDownProcesses after this long even if
+	// jobs are left: a limited run is timed on a backlog it cannot finish.
+	StopAfter time.Duration
 
 	sql *queries // see Config.queries
 }
@@ -176,7 +190,17 @@ func Enqueue(ctx context.Context, cfg *Config) (Result, error) {
 	params := make([]pgqueue.EnqueueManyParams, cfg.Jobs)
 	opts := &pgqueue.EnqueueOpts{Queue: queue}
 	for i := range params {
-		params[i] = pgqueue.EnqueueManyParams{Args: noopArgs{N: i}, Opts: opts}
+		o := opts
+		if cfg.Keys > 0 || cfg.Sequences > 0 {
+			o = &pgqueue.EnqueueOpts{Queue: queue}
+			if cfg.Keys > 0 {
+				o.PartitionKey = "k" + strconv.Itoa(i%cfg.Keys)
+			}
+			if cfg.Sequences > 0 {
+				o.SequenceKey = "s" + strconv.Itoa(i%cfg.Sequences)
+			}
+		}
+		params[i] = pgqueue.EnqueueManyParams{Args: noopArgs{N: i}, Opts: o}
 	}
 	start := time.Now()
 	inserted, err := client.EnqueueMany(ctx, params)
