@@ -134,28 +134,28 @@ Flags:
 
 type benchArgs struct {
 	dbFlags
-	mode      string
-	jobs      int
-	workers   int
-	raw       bool
-	rawConns  int
-	rate      int
+	mode     string
+	jobs     int
+	workers  int
+	raw      bool
+	rawConns int
+	rate     int
 	// limit and sequence runs
 	limits                 pgqueue.QueueLimits
 	keys                   int
 	baseline               bool
 	jobDuration            time.Duration
 	sequences, perSequence int
-	duration  time.Duration
-	interval  time.Duration
-	filler    int
-	profile   string
-	processes int
-	layouts   []layout
-	rounds    int
-	poolConns int
-	unsafe    bool
-	ahead     time.Duration
+	duration               time.Duration
+	interval               time.Duration
+	filler                 int
+	profile                string
+	processes              int
+	layouts                []layout
+	rounds                 int
+	poolConns              int
+	unsafe                 bool
+	ahead                  time.Duration
 	// the pruner
 	rows, pruneBacklog int
 	prune              bool
