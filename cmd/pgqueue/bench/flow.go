@@ -38,9 +38,9 @@ type FlowResult struct {
 	// from the first start on, by the database.
 	MaxStarts    int
 	PeriodStarts []int
-	// With sequences: how many of their jobs completed, how many started
-	// before the job ahead of them in their sequence had finished, and
-	// how many sequences there were.
+	// With sequences: how many of their jobs completed, how many were
+	// claimed out of their sequence's order (by their fences, or claimed
+	// twice), and how many sequences there were.
 	SeqCompleted, OutOfOrder, Sequences int64
 }
 
@@ -53,9 +53,13 @@ func (r FlowResult) JobsPerSecond() float64 {
 	return float64(r.Finished) / r.Span.Seconds()
 }
 
-// Ratio is the run's throughput by the database over its ideal; zero when
+// Ratio is the run's throughput by the database over its ideal; with a
+// queue rate, the mean starts per whole period over the rate. Zero when
 // there is none.
 func (r FlowResult) Ratio() float64 {
+	if rate := r.Limits.Rate; rate.Limit > 0 && !rate.PerKey {
+		return r.MeanPeriodStarts() / float64(rate.Limit)
+	}
 	if r.Ideal <= 0 {
 		return 0
 	}
@@ -80,9 +84,12 @@ func (r FlowResult) Report() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "           by the database: %d jobs in %.3fs from the first start to the last result = %.0f jobs/s",
 		r.Finished, r.Span.Seconds(), r.JobsPerSecond())
-	if r.Ideal > 0 {
+	switch {
+	case r.Limits.Rate.Limit > 0 && !r.Limits.Rate.PerKey:
+		b.WriteString("; ideal: the rate, below")
+	case r.Ideal > 0:
 		fmt.Fprintf(&b, "; ideal %.0f jobs/s: ratio %.2f", r.Ideal, r.Ratio())
-	} else {
+	default:
 		b.WriteString("; ideal unknown (no job duration)")
 	}
 	b.WriteString("\n          ")
@@ -110,7 +117,7 @@ func (r FlowResult) Report() string {
 	if r.Sequences > 0 {
 		order := "order kept"
 		if r.OutOfOrder > 0 {
-			order = fmt.Sprintf("ORDER BROKEN: %d jobs started before the one ahead of them finished", r.OutOfOrder)
+			order = fmt.Sprintf("ORDER BROKEN: %d jobs claimed out of order (or twice)", r.OutOfOrder)
 		}
 		fmt.Fprintf(&b, "\n           %d sequences, %d jobs completed: %s", r.Sequences, r.SeqCompleted, order)
 	}

@@ -1,9 +1,11 @@
--- flow_peak_running: the most jobs of queue $1 that held a slot at once,
--- overall and per partition key, by the database: a job holds its slot from
--- its start (attempted_at, read after the claim lock) to its result
--- (finalized_at, the result transaction's start, before its commit, which
--- is before any claim that could see the slot free). At equal instants a
--- result counts before a start, so the count errs low only on exact ties.
+-- flow_peak_running: the most jobs of queue $1 that held a lease at once,
+-- overall and per partition key, by the database: a job holds it from its
+-- start (attempted_at) to its result (finalized_at, the result
+-- transaction's start, before its commit). A limited queue's claim reads
+-- attempted_at after the claim lock, after every commit it saw, so there
+-- the count is exact (at equal instants a result counts before a start).
+-- The plain claim sets its transaction's start, which can precede the
+-- lock's grant: without limits the peak may count too high.
 WITH events AS (
     SELECT partition_key AS key, attempted_at AS at, 1 AS d
     FROM {{schema}}.jobs WHERE queue = $1 AND attempted_at IS NOT NULL
