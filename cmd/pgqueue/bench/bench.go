@@ -1,8 +1,9 @@
 // Package bench measures pgqueue against the same work done with bare SQL:
 // burn-down (insert N no-op jobs, then work them all), sustained (insert at
-// an offered rate while working, reporting enqueue→start latency) and raw
-// (the burn-down with the claim and complete statements alone). The CLI's
-// `pgqueue bench` prints its reports.
+// an offered rate while working, reporting enqueue→start latency), raw
+// (the burn-down with the claim and complete statements alone) and Flow (a
+// queue with flow limits or sequences, worked by child processes whose
+// jobs take a set time). The CLI's `pgqueue bench` prints its reports.
 package bench
 
 import (
