@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -15,11 +16,13 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/pgqueue/pgqueue"
 	"github.com/pgqueue/pgqueue/cmd/pgqueue/bench"
+	"github.com/pgqueue/pgqueue/internal/limitspec"
 	"github.com/pgqueue/pgqueue/internal/pgserver"
 )
 
-const benchUsage = `Usage: pgqueue bench [flags] burn-down | sustained | idle | prune
+const benchUsage = `Usage: pgqueue bench [flags] burn-down | sustained | idle | prune | limit | sequence
 
 Measures pgqueue on no-op jobs, in a schema of its own that it empties first
 (never point --schema at real jobs):
@@ -41,6 +44,20 @@ Measures pgqueue on no-op jobs, in a schema of its own that it empties first
 	prune      insert --rows finished jobs, a day to eight days old, then
 	           time the pruner deleting them (retention one hour), and
 	           a VACUUM after it
+	limit      give the queue flow limits (--max-running, --per-key with
+	           --keys, --rate M/PERIOD), enqueue --jobs jobs (spread over
+	           --keys partition keys), and work them with --processes
+	           child processes of --workers workers whose jobs take
+	           --job-duration, until all are done or --duration passed;
+	           report jobs/s against the ideal (the slots the limits leave
+	           over the job duration, or the rate), the peak running jobs
+	           and, with --rate, the most starts in any window and the
+	           starts per period, all by the database; with --baseline,
+	           also the same queue without limits, alternating, and the
+	           ratio
+	sequence   enqueue --sequences sequences of --per-sequence jobs each,
+	           work them as limit does, report jobs/s and check from the
+	           database that each sequence ran one job at a time, in order
 
 Every report starts with the server settings that decide throughput.
 Without a database URL it starts a throwaway server from the local
@@ -73,20 +90,32 @@ Flags:
 	--raw               burn-down: also run the raw-SQL ceiling
 	--raw-conns N       connections the raw run uses (default 2)
 	--processes N       burn-down: N client processes of --workers workers
-	                    each share the work (default 1: in this process)
+	                    each share the work (default 1: in this process);
+	                    limit, sequence: always child processes (default 4,
+	                    of --workers 20 each)
 	--layouts LIST      burn-down: compare process layouts, each
 	                    PROCESSESxWORKERS, e.g. 1x1000,4x100,8x50, every one
 	                    in child processes; with --rounds, alternating.
 	                    PROCESSESxWORKERS@D sets that layout's ClaimAhead
 	                    (4x100@-1ns against 4x100@500ms, say)
-	--rounds N          burn-down: run the variants (library and raw, or
-	                    the layouts) N times, the order reversed every other
-	                    round, then print each round's ratios (default 1)
+	--rounds N          burn-down, limit: run the variants (library and
+	                    raw, or the layouts; limited and baseline) N times,
+	                    the order reversed every other round, then print
+	                    each round's ratios (default 1)
 	--pool-conns N      connections of each client's pool (default 16 in
 	                    this process; with child processes
 	                    max(6, 16/processes) each)
-	--rate N            sustained: jobs offered per second (default 2000)
-	--duration D        sustained and idle: how long (default 30s)
+	--rate N            sustained: jobs offered per second (default 2000);
+	                    limit: the queue's rate limit, M/PERIOD (600/1m)
+	--duration D        sustained and idle: how long (default 30s); limit
+	                    and sequence: the longest a run lasts
+	--max-running N     limit: the queue's MaxRunning
+	--per-key N         limit: the queue's MaxRunningPerKey (needs --keys)
+	--keys N            limit: spread the jobs over N partition keys
+	--baseline          limit: also run the same jobs without limits
+	--job-duration D    limit, sequence: each job sleeps D (default 50ms)
+	--sequences N       sequence: how many sequence keys (default 100)
+	--per-sequence N    sequence: jobs per sequence key (default 100)
 	--interval D        sustained: the report's interval (default 1m)
 	--retention D       sustained, burn-down: the client prunes finished
 	                    jobs older than D, at the library's default prune
@@ -105,22 +134,28 @@ Flags:
 
 type benchArgs struct {
 	dbFlags
-	mode      string
-	jobs      int
-	workers   int
-	raw       bool
-	rawConns  int
-	rate      int
-	duration  time.Duration
-	interval  time.Duration
-	filler    int
-	profile   string
-	processes int
-	layouts   []layout
-	rounds    int
-	poolConns int
-	unsafe    bool
-	ahead     time.Duration
+	mode     string
+	jobs     int
+	workers  int
+	raw      bool
+	rawConns int
+	rate     int
+	// limit and sequence runs
+	limits                 pgqueue.QueueLimits
+	keys                   int
+	baseline               bool
+	jobDuration            time.Duration
+	sequences, perSequence int
+	duration               time.Duration
+	interval               time.Duration
+	filler                 int
+	profile                string
+	processes              int
+	layouts                []layout
+	rounds                 int
+	poolConns              int
+	unsafe                 bool
+	ahead                  time.Duration
 	// the pruner
 	rows, pruneBacklog int
 	prune              bool
@@ -175,7 +210,14 @@ func parseBenchArgs(args []string) (benchArgs, error) {
 	fs.IntVar(&a.workers, "workers", 1000, "")
 	fs.BoolVar(&a.raw, "raw", false, "")
 	fs.IntVar(&a.rawConns, "raw-conns", 2, "")
-	fs.IntVar(&a.rate, "rate", 2000, "")
+	rate := fs.String("rate", "2000", "")
+	fs.IntVar(&a.limits.MaxRunning, "max-running", 0, "")
+	fs.IntVar(&a.limits.MaxRunningPerKey, "per-key", 0, "")
+	fs.IntVar(&a.keys, "keys", 0, "")
+	fs.BoolVar(&a.baseline, "baseline", false, "")
+	fs.DurationVar(&a.jobDuration, "job-duration", 50*time.Millisecond, "")
+	fs.IntVar(&a.sequences, "sequences", 100, "")
+	fs.IntVar(&a.perSequence, "per-sequence", 100, "")
 	fs.DurationVar(&a.duration, "duration", 30*time.Second, "")
 	fs.DurationVar(&a.interval, "interval", time.Minute, "")
 	fs.IntVar(&a.filler, "filler", 0, "")
@@ -195,13 +237,23 @@ func parseBenchArgs(args []string) (benchArgs, error) {
 	case err != nil:
 		return a, err
 	case len(pos) != 1:
-		return a, usagef("bench takes one mode: burn-down, sustained, idle or prune")
-	case pos[0] != "burn-down" && pos[0] != "sustained" && pos[0] != "idle" && pos[0] != "prune":
+		return a, usagef("bench takes one mode: burn-down, sustained, idle, prune, limit or sequence")
+	case !slices.Contains([]string{"burn-down", "sustained", "idle", "prune", "limit", "sequence"}, pos[0]):
 		return a, usagef("unknown bench mode %q", pos[0])
-	case a.jobs < 1 || a.workers < 1 || a.rawConns < 1 || a.rate < 1 || a.filler < 0:
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	flow := pos[0] == "limit" || pos[0] == "sequence"
+	if err := a.parseFlow(pos[0], set, *rate); err != nil {
+		return a, err
+	}
+	switch {
+	case a.jobs < 1 || a.workers < 1 || a.rawConns < 1 || a.filler < 0:
 		return a, usagef("--jobs, --workers, --raw-conns and --rate must be at least 1, --filler not negative")
 	case a.rows < 1 || a.pruneBacklog < 0:
 		return a, usagef("--rows must be at least 1, --prune-backlog not negative")
+	case (a.pruneBacklog > 0 || a.prune || a.retention != 0 || a.filler > 0) && flow:
+		return a, usagef("--prune-backlog, --prune, --retention and --filler do not go with limit and sequence")
 	case (a.pruneBacklog > 0 || a.prune || a.retention != 0) && pos[0] != "burn-down" && pos[0] != "sustained":
 		return a, usagef("--prune-backlog, --prune and --retention go with burn-down and sustained")
 	case (a.pruneBacklog > 0 || a.prune || a.retention != 0) && a.raw:
@@ -212,8 +264,12 @@ func parseBenchArgs(args []string) (benchArgs, error) {
 		return a, usagef("--duration and --interval must be positive")
 	case a.processes < 1 || a.rounds < 1 || a.poolConns < 0:
 		return a, usagef("--processes and --rounds must be at least 1, --pool-conns not negative")
-	case (a.processes > 1 || *layouts != "" || a.rounds > 1) && pos[0] != "burn-down":
-		return a, usagef("--processes, --layouts and --rounds go with burn-down")
+	case (a.processes > 1 || a.rounds > 1) && pos[0] != "burn-down" && !flow:
+		return a, usagef("--processes and --rounds go with burn-down, limit and sequence")
+	case *layouts != "" && pos[0] != "burn-down":
+		return a, usagef("--layouts goes with burn-down")
+	case a.profile != "" && flow:
+		return a, usagef("--cpuprofile profiles this process, not the child processes of limit and sequence")
 	case (a.processes > 1 || *layouts != "") && a.raw:
 		return a, usagef("--processes and --layouts do not go with --raw: compare layouts with each other")
 	case a.processes > 1 && *layouts != "":
@@ -228,6 +284,72 @@ func parseBenchArgs(args []string) (benchArgs, error) {
 	}
 	a.mode = pos[0]
 	return a, a.checkSchema()
+}
+
+// parseFlow reads the flags of the limit and sequence modes, which have
+// defaults of their own, and --rate, which is a rate limit (M/PERIOD) for
+// limit and jobs per second for sustained. set names the flags given.
+func (a *benchArgs) parseFlow(mode string, set map[string]bool, rate string) error {
+	flowOnly := []string{"max-running", "per-key", "keys", "baseline", "job-duration", "sequences", "per-sequence"}
+	if mode != "limit" {
+		for _, name := range flowOnly[:4] {
+			if set[name] {
+				return usagef("--%s goes with limit", name)
+			}
+		}
+	}
+	if mode != "limit" && mode != "sequence" {
+		for _, name := range flowOnly[4:] {
+			if set[name] {
+				return usagef("--%s goes with limit and sequence", name)
+			}
+		}
+		n, err := strconv.Atoi(rate)
+		if err != nil || n < 1 {
+			return usagef("--rate must be a whole number of jobs per second, at least 1, got %q", rate)
+		}
+		a.rate = n
+		return nil
+	}
+	if mode == "sequence" && (set["sequences"] || set["per-sequence"]) && set["jobs"] {
+		return usagef("sequence: give --sequences and --per-sequence, not --jobs")
+	}
+	if mode == "sequence" && set["rate"] {
+		return usagef("--rate goes with limit (a rate limit) and sustained (jobs offered per second)")
+	}
+	if !set["processes"] {
+		a.processes = 4
+	}
+	if !set["workers"] {
+		a.workers = 20
+	}
+	if !set["jobs"] {
+		a.jobs = 100_000
+	}
+	switch {
+	case a.jobDuration < 0:
+		return usagef("--job-duration must not be negative, got %s", a.jobDuration)
+	case mode == "sequence" && (a.sequences < 1 || a.perSequence < 1):
+		return usagef("--sequences and --per-sequence must be at least 1")
+	case mode == "sequence":
+		a.jobs = a.sequences * a.perSequence
+		return nil
+	case set["max-running"] && a.limits.MaxRunning < 1, set["per-key"] && a.limits.MaxRunningPerKey < 1, a.keys < 0:
+		return usagef("--max-running and --per-key must be at least 1, --keys not negative")
+	case a.limits.MaxRunningPerKey > 0 && a.keys == 0:
+		return usagef("--per-key limits each partition key: give the jobs --keys")
+	}
+	if set["rate"] {
+		limit, period, err := limitspec.ParseRate(rate)
+		if err != nil {
+			return usagef("--rate: %v", err)
+		}
+		a.limits.Rate = pgqueue.Rate{Limit: limit, Period: period}
+	}
+	if !a.limits.Limited() {
+		return usagef("limit needs a limit: --max-running, --per-key (with --keys) or --rate M/PERIOD")
+	}
+	return nil
 }
 
 // runBench is the bench command.
@@ -352,6 +474,8 @@ func runBenchMode(ctx context.Context, a benchArgs, stdout, stderr io.Writer) (e
 		fmt.Fprintln(stdout, res)
 		fmt.Fprintln(stdout, "           "+res.Usage.StatementsLine())
 		fmt.Fprintln(stdout, bench.SustainedReport(res))
+	case "limit", "sequence":
+		return runFlow(ctx, a, cfg, connString, stdout)
 	default:
 		return runBurnDown(ctx, a, cfg, connString, stdout)
 	}

@@ -61,6 +61,24 @@ func TestBenchArgs(t *testing.T) {
 		{[]string{"sustained", "--interval", "0s"}, false},
 		{[]string{"idle", "--retention", "1m"}, false},
 		{[]string{"burn-down", "--raw", "--retention", "1m"}, false},
+		{[]string{"limit", "--max-running", "40"}, true},
+		{[]string{"limit", "--per-key", "1", "--keys", "10000", "--baseline", "--rounds", "2"}, true},
+		{[]string{"limit", "--rate", "600/1m", "--duration", "3m"}, true},
+		{[]string{"limit"}, false},
+		{[]string{"limit", "--per-key", "1"}, false},
+		{[]string{"limit", "--max-running", "0"}, false},
+		{[]string{"limit", "--rate", "600"}, false},
+		{[]string{"limit", "--max-running", "4", "--job-duration", "-1s"}, false},
+		{[]string{"limit", "--max-running", "4", "--filler", "10"}, false},
+		{[]string{"limit", "--max-running", "4", "--layouts", "1x10"}, false},
+		{[]string{"sequence"}, true},
+		{[]string{"sequence", "--sequences", "10", "--per-sequence", "5", "--processes", "2"}, true},
+		{[]string{"sequence", "--sequences", "0"}, false},
+		{[]string{"sequence", "--max-running", "4"}, false},
+		{[]string{"sequence", "--rate", "600/1m"}, false},
+		{[]string{"burn-down", "--keys", "10"}, false},
+		{[]string{"sustained", "--job-duration", "10ms"}, false},
+		{[]string{"sustained", "--rate", "600/1m"}, false},
 	} {
 		_, err := parseBenchArgs(tc.args)
 		if (err == nil) != tc.ok {
@@ -134,6 +152,40 @@ func TestBenchLayouts(t *testing.T) {
 	// Two rounds of two layouts: 4 summary rows.
 	if n := strings.Count(out.String(), "\n1      ") + strings.Count(out.String(), "\n2      "); n != 4 {
 		t.Fatalf("%d summary rows, want 4:\n%s", n, out.String())
+	}
+}
+
+// TestBenchLimit runs a limit run with its baseline, and a sequence run,
+// through the command, their child processes this test binary started
+// again, and checks their reports.
+func TestBenchLimit(t *testing.T) {
+	skipInShortMode(t, "a limit run with its baseline and a sequence run through pgqueue bench")
+	t.Setenv(benchChildEnv, "1")
+	db := pgtest.DB().NewDatabase(t)
+	var out, errOut bytes.Buffer
+	code := run(context.Background(), []string{"bench", "limit", "--max-running", "4", "--per-key", "1", "--keys", "8", "--rate", "1000/1s",
+		"--baseline", "--processes", "2", "--workers", "5", "--jobs", "200", "--job-duration", "5ms", "--database-url", db}, &out, &errOut)
+	if code != exitOK {
+		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, out.String(), errOut.String())
+	}
+	for _, want := range []string{"limit: max running 4, max running per key 1, rate 1000/1s; 200 jobs over 8 partition keys; 2 processes x 5 workers",
+		"\nlimited          200 jobs in", "\nbaseline         200 jobs in", "peak running 4 (limit 4), per key 1 (limit 1)",
+		"rate 1000/1s: at most ", "limited/baseline: ", "CPU per job: client", "statements: claim_flow", "/ideal"} {
+		if !strings.Contains(out.String(), want) {
+			t.Fatalf("report lacks %q:\n%s", want, out.String())
+		}
+	}
+
+	out.Reset()
+	code = run(context.Background(), []string{"bench", "sequence", "--sequences", "3", "--per-sequence", "4", "--processes", "2", "--workers", "2",
+		"--job-duration", "1ms", "--database-url", db}, &out, &errOut)
+	if code != exitOK {
+		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, out.String(), errOut.String())
+	}
+	for _, want := range []string{"sequence: 3 sequences of 4 jobs", "\nsequences         12 jobs in", "3 sequences, 12 jobs completed: order kept"} {
+		if !strings.Contains(out.String(), want) {
+			t.Fatalf("report lacks %q:\n%s", want, out.String())
+		}
 	}
 }
 

@@ -1,8 +1,9 @@
 // Package bench measures pgqueue against the same work done with bare SQL:
 // burn-down (insert N no-op jobs, then work them all), sustained (insert at
-// an offered rate while working, reporting enqueue→start latency) and raw
-// (the burn-down with the claim and complete statements alone). The CLI's
-// `pgqueue bench` prints its reports.
+// an offered rate while working, reporting enqueue→start latency), raw
+// (the burn-down with the claim and complete statements alone) and Flow (a
+// queue with flow limits or sequences, worked by child processes whose
+// jobs take a set time). The CLI's `pgqueue bench` prints its reports.
 package bench
 
 import (
@@ -10,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -71,6 +73,19 @@ type Config struct {
 	// Interval is how the sustained run's report is divided in time.
 	// Default a minute.
 	Interval time.Duration
+	// JobDuration is how long each job's handler sleeps in the child
+	// processes of BurnDownProcesses (Flow's runs); zero: no-op jobs.
+	JobDuration time.Duration
+	// Keys spreads the enqueued jobs over this many partition keys
+	// (EnqueueOpts.PartitionKey, job i gets key i mod Keys); zero: none.
+	Keys int
+	// Sequences spreads the enqueued jobs over this many sequence keys
+	// (EnqueueOpts.SequenceKey, job i in sequence i mod Sequences); zero:
+	// none.
+	Sequences int
+	// StopAfter, if set, ends BurnDownProcesses after this long even if
+	// jobs are left: a limited run is timed on a backlog it cannot finish.
+	StopAfter time.Duration
 
 	sql *queries // see Config.queries
 }
@@ -176,7 +191,17 @@ func Enqueue(ctx context.Context, cfg *Config) (Result, error) {
 	params := make([]pgqueue.EnqueueManyParams, cfg.Jobs)
 	opts := &pgqueue.EnqueueOpts{Queue: queue}
 	for i := range params {
-		params[i] = pgqueue.EnqueueManyParams{Args: noopArgs{N: i}, Opts: opts}
+		o := opts
+		if cfg.Keys > 0 || cfg.Sequences > 0 {
+			o = &pgqueue.EnqueueOpts{Queue: queue}
+			if cfg.Keys > 0 {
+				o.PartitionKey = "k" + strconv.Itoa(i%cfg.Keys)
+			}
+			if cfg.Sequences > 0 {
+				o.SequenceKey = "s" + strconv.Itoa(i%cfg.Sequences)
+			}
+		}
+		params[i] = pgqueue.EnqueueManyParams{Args: noopArgs{N: i}, Opts: o}
 	}
 	start := time.Now()
 	inserted, err := client.EnqueueMany(ctx, params)

@@ -7,3 +7,7 @@ func SetBeforeServerRead(cleanup func(func()), hook func()) {
 	beforeServerRead = hook
 	cleanup(func() { beforeServerRead = nil })
 }
+
+// WindowStarts is windowStarts: the most starts in any window of period,
+// and the starts in each whole period.
+var WindowStarts = windowStarts

@@ -65,6 +65,9 @@ func BurnDownProcesses(ctx context.Context, cfg *Config, command ChildCommand) (
 	if cfg.ClaimAhead != 0 {
 		args = append(args, "--claim-ahead", cfg.ClaimAhead.String())
 	}
+	if cfg.JobDuration > 0 {
+		args = append(args, "--job-duration", cfg.JobDuration.String())
+	}
 	type event struct {
 		child   int
 		ready   bool
@@ -205,7 +208,35 @@ func BurnDownProcesses(ctx context.Context, cfg *Config, command ChildCommand) (
 		stopProgress()
 		return Result{}, err
 	}
-	err = wait(func() bool { return sum.Load() >= total }, func(e event) error {
+	until := func() bool { return sum.Load() >= total }
+	if cfg.StopAfter > 0 {
+		// The children report every childEvery: a tick checks the time
+		// between their reports.
+		stopAt := start.Add(cfg.StopAfter)
+		tick := time.NewTicker(childEvery)
+		defer tick.Stop()
+		go func() {
+			for {
+				select {
+				case <-childCtx.Done():
+					return
+				case <-tick.C:
+					if !time.Now().Before(stopAt) {
+						select {
+						case events <- event{child: -1}:
+						case <-childCtx.Done():
+						}
+						return
+					}
+				}
+			}
+		}()
+		until = func() bool { return sum.Load() >= total || !time.Now().Before(stopAt) }
+	}
+	err = wait(until, func(e event) error {
+		if e.child < 0 {
+			return nil // the time is up: until says so
+		}
 		if e.usage != nil {
 			return fmt.Errorf("child %d stopped before the jobs were done", e.child)
 		}
@@ -269,6 +300,7 @@ func RunChild(ctx context.Context, args []string, databaseURL string, in io.Read
 	fs.IntVar(&cfg.Workers, "workers", 0, "")
 	fs.IntVar(&cfg.PoolConns, "pool-conns", 0, "")
 	fs.DurationVar(&cfg.ClaimAhead, "claim-ahead", 0, "")
+	fs.DurationVar(&cfg.JobDuration, "job-duration", 0, "")
 	fs.StringVar(&app, "app", "", "")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -287,7 +319,11 @@ func RunChild(ctx context.Context, args []string, databaseURL string, in io.Read
 		return err
 	}
 	defer m.close()
-	client, err := noopClient(cfg, m, func(*pgqueue.Job[noopArgs]) {})
+	client, err := noopClient(cfg, m, func(*pgqueue.Job[noopArgs]) {
+		if cfg.JobDuration > 0 {
+			time.Sleep(cfg.JobDuration)
+		}
+	})
 	if err != nil {
 		return err
 	}

@@ -29,6 +29,8 @@ type queries struct {
 	backends, backendPID, tableState string
 	// the pruner's backlog and what became of it
 	pruneBacklog, prunePending, pruneBacklogLeft, tableSizes, deletedRows, vacuumJobs, walPosition string
+	// what a limit or sequence run kept, by the database
+	flowStarts, flowPeakRunning, flowSpan, sequenceOrder string
 }
 
 // loadQueries reads sql/ with schema, which must be valid, filled in.
@@ -43,6 +45,8 @@ func loadQueries(schema string) (*queries, error) {
 		"prune_backlog": &q.pruneBacklog, "prune_pending": &q.prunePending, "prune_backlog_left": &q.pruneBacklogLeft,
 		"table_sizes": &q.tableSizes, "deleted_rows": &q.deletedRows, "vacuum_jobs": &q.vacuumJobs,
 		"wal_position": &q.walPosition,
+		// limit and sequence runs
+		"flow_starts": &q.flowStarts, "flow_peak_running": &q.flowPeakRunning, "flow_span": &q.flowSpan, "sequence_order": &q.sequenceOrder,
 	})
 	if err != nil {
 		return nil, err

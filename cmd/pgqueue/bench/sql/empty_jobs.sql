@@ -1,2 +1,3 @@
--- empty_jobs: empty the bench schema's jobs before a run.
-TRUNCATE {{schema}}.jobs
+-- empty_jobs: empty the bench schema's jobs before a run, and its queues'
+-- limits and rate windows, which an earlier limit run left.
+TRUNCATE {{schema}}.jobs, {{schema}}.flow_rates, {{schema}}.queues
