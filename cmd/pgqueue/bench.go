@@ -560,14 +560,7 @@ func runBurnDown(ctx context.Context, a benchArgs, cfg *bench.Config, connString
 	rounds := make([]map[string]run, a.rounds)
 	for r := range a.rounds {
 		rounds[r] = map[string]run{}
-		order := slices.Clone(variants)
-		if r%2 == 1 {
-			slices.Reverse(order)
-		}
-		if a.rounds > 1 {
-			fmt.Fprintf(stdout, "round %d (load average %s)\n", r+1, loadAverage())
-		}
-		for _, v := range order {
+		for _, v := range roundOrder(stdout, variants, r, a.rounds) {
 			enq, res, err := v.run(ctx)
 			if err != nil {
 				return fmt.Errorf("%s: %w", v.name, err)
@@ -660,4 +653,18 @@ func startProfile(path string) (stop func(), err error) {
 		pprof.StopCPUProfile()
 		f.Close()
 	}, nil
+}
+
+// roundOrder is the order of the variants in round r of rounds: reversed
+// every other round, so that neither always runs first on a machine whose
+// speed drifts. With several rounds it says which one starts.
+func roundOrder[T any](stdout io.Writer, variants []T, r, rounds int) []T {
+	order := slices.Clone(variants)
+	if r%2 == 1 {
+		slices.Reverse(order)
+	}
+	if rounds > 1 {
+		fmt.Fprintf(stdout, "round %d (load average %s)\n", r+1, loadAverage())
+	}
+	return order
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"slices"
 	"strings"
 
 	"github.com/pgqueue/pgqueue"
@@ -49,14 +48,7 @@ func runFlow(ctx context.Context, a benchArgs, cfg *bench.Config, connString str
 	rounds := make([]map[string]bench.FlowResult, a.rounds)
 	for r := range a.rounds {
 		rounds[r] = map[string]bench.FlowResult{}
-		order := slices.Clone(variants)
-		if r%2 == 1 {
-			slices.Reverse(order)
-		}
-		if a.rounds > 1 {
-			fmt.Fprintf(stdout, "round %d (load average %s)\n", r+1, loadAverage())
-		}
-		for _, v := range order {
+		for _, v := range roundOrder(stdout, variants, r, a.rounds) {
 			res, err := bench.Flow(ctx, cfg, v.limits, command)
 			if err != nil {
 				return fmt.Errorf("%s: %w", v.name, err)
