@@ -181,20 +181,20 @@ func (c *Client) Start(ctx context.Context) error {
 	// are written; set once every producer exists.
 	var producers atomic.Pointer[map[string]*producer.Producer]
 	s.completer = c.newCompleter(base, finishQuery, outcomes, obs, cfg.CompleteBatchSize, cfg.CompleteBatchDelay)
-	s.completer.Wrote(func(queue string) {
+	producerOf := func(queue string) *producer.Producer {
 		if m := producers.Load(); m != nil {
-			if p := (*m)[queue]; p != nil {
-				p.SlotsFreed()
-			}
+			return (*m)[queue]
+		}
+		return nil
+	}
+	s.completer.Wrote(func(queue string) {
+		if p := producerOf(queue); p != nil {
+			p.SlotsFreed()
 		}
 	})
 	s.completer.Hurry(func(queue string) bool {
-		if m := producers.Load(); m != nil {
-			if p := (*m)[queue]; p != nil {
-				return p.QueueWide()
-			}
-		}
-		return false
+		p := producerOf(queue)
+		return p != nil && p.QueueWide()
 	})
 	go s.completer.Run()
 	s.heartbeats = executor.NewHeartbeater(executor.HeartbeaterConfig{Pool: c.pool, Queries: c.q, Active: active, Log: c.log,

@@ -413,3 +413,24 @@ func TestSequencesRunningClients(t *testing.T) {
 		t.Fatalf("ran in order %v, want %v", order, want)
 	}
 }
+
+// TestLimitedQueueStartsWithoutWaitingForAPoll checks that a client learns
+// its queues' flow limits when it starts: until it does, its claims run
+// claim.sql, which takes nothing of a limited queue. With an hour between
+// polls, the jobs waiting at start run only thanks to the poll at start.
+func TestLimitedQueueStartsWithoutWaitingForAPoll(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := newPool(t)
+	ws := pgqueue.NewWorkers()
+	must(t, pgqueue.AddWorkerFunc(ws, func(ctx context.Context, job *pgqueue.Job[flowArgs]) error { return nil }, nil))
+	c := newClient(t, pool, &pgqueue.Config{Workers: ws, Queues: map[string]pgqueue.QueueConfig{"q": {MaxWorkers: 2}},
+		FetchPollInterval: time.Hour})
+	must(t, c.QueueSetLimits(ctx, "q", pgqueue.QueueLimits{MaxRunning: 1}))
+	for i := range 3 {
+		enqueueFlow(t, c, "q", "a", i)
+	}
+	must(t, c.Start(ctx))
+	t.Cleanup(func() { _ = c.Stop(context.Background()) })
+	waitFor(t, "three completed", func() bool { return countJobs(t, pool, "state = 'completed'") == 3 })
+}

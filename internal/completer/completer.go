@@ -184,11 +184,12 @@ func (k *Completer) Stop(ctx context.Context) {
 // handler that outlived Stop): then the job stays running until its lease
 // ends and the rescuer takes it.
 func (k *Completer) Send(r Result) {
+	// Asked before the lock: executors of every queue contend for it.
+	urgent := k.hurried != nil && k.hurried(r.Row.Queue)
 	for {
 		k.mu.Lock()
 		if n := len(k.pending); n < k.maxPending {
 			k.pending = append(k.pending, r)
-			urgent := k.hurried != nil && k.hurried(r.Row.Queue)
 			k.urgent = k.urgent || urgent
 			k.mu.Unlock()
 			if n == 0 || n+1 == k.limit || urgent { // a first result, a full batch, or one in a hurry
