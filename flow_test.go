@@ -112,6 +112,66 @@ func TestClaimFlow(t *testing.T) {
 		}
 	})
 
+	// A limited claim locks no rows ahead of its update: a job that
+	// another transaction cancels while the claim runs must stay
+	// cancelled, never turn running under the cancel.
+	t.Run("JobCancelledDuringTheClaim", func(t *testing.T) {
+		t.Parallel()
+		b := setupControl(t)
+		first := enqueueFlow(t, b.client, "q", "a", 0)
+		second := enqueueFlow(t, b.client, "q", "a", 1)
+		must(t, b.client.QueueSetLimits(ctx, "q", pgqueue.QueueLimits{MaxRunning: 5}))
+		cancel, err := b.pool.Begin(ctx)
+		must(t, err)
+		defer func() { _ = cancel.Rollback(ctx) }()
+		_, err = cancel.Exec(ctx, `UPDATE pgqueue.jobs SET state = 'cancelled', finalized_at = now() WHERE id = $1`, first)
+		must(t, err)
+		type claimed struct {
+			jobs []*pgqueue.JobRow
+			err  error
+		}
+		done := make(chan claimed, 1)
+		go func() {
+			jobs, _, err := pgqueue.ClaimFlow(ctx, b.client, "q", 10)
+			done <- claimed{jobs, err}
+		}()
+		// The claim either waits for the cancel's row lock (its snapshot
+		// still shows the job available) or passes the row by; the cancel
+		// commits only once it does one of the two.
+		var got *claimed
+		deadline := time.Now().Add(30 * time.Second)
+		for got == nil {
+			var waiting bool
+			must(t, b.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_stat_activity
+			        WHERE datname = current_database() AND wait_event_type = 'Lock')`).Scan(&waiting))
+			if waiting {
+				break
+			}
+			select {
+			case r := <-done:
+				got = &r
+			case <-time.After(5 * time.Millisecond):
+			}
+			if time.Now().After(deadline) {
+				t.Fatal("the claim neither waited for the cancel's lock nor ended in 30 s")
+			}
+		}
+		must(t, cancel.Commit(ctx))
+		if got == nil {
+			r := <-done
+			got = &r
+		}
+		must(t, got.err)
+		if ids := jobIDs(got.jobs); fmt.Sprint(ids) != fmt.Sprint([]int64{second}) {
+			t.Fatalf("claimed %v, want only %d (job %d was cancelled meanwhile)", ids, second, first)
+		}
+		var state string
+		must(t, b.pool.QueryRow(ctx, `SELECT state FROM pgqueue.jobs WHERE id = $1`, first).Scan(&state))
+		if state != "cancelled" {
+			t.Fatalf("job cancelled during the claim is %s", state)
+		}
+	})
+
 	t.Run("MaxRunningPerKey", func(t *testing.T) {
 		t.Parallel()
 		b := setupControl(t)

@@ -23,6 +23,9 @@ WITH q AS (
            coalesce(l.rate_per_key, false) AS rate_per_key,
            coalesce(l.partition_by_kind, false) AS by_kind,
            coalesce(l.partition_by_args, '{}') AS by_args,
+           -- Whether a limit applies per partition key: only then are keys
+           -- computed and the candidate window wider than the claim.
+           (l.max_running_per_key IS NOT NULL OR coalesce(l.rate_per_key, false)) AS per_key,
            -- The claim's instant, read after the lock: starts are recorded
            -- and windows measured by it, so they follow the lock's order.
            clock_timestamp() AS at
@@ -30,9 +33,12 @@ WITH q AS (
     LEFT JOIN {{schema}}.queues l ON l.name = $1
     WHERE current_setting('pgqueue.claim_locked', true) = $1 AND l.paused_at IS NULL
 ), running AS (
-    SELECT {{schema}}.flow_key(j.partition_key, j.kind, j.args,
-                               (SELECT by_kind FROM q), (SELECT by_args FROM q)) AS key
-    FROM {{schema}}.jobs j
+    -- q's settings reach flow_key as columns, not subqueries, so that the
+    -- planner inlines it (it keeps a function call per row when an
+    -- argument holds a subquery).
+    SELECT CASE WHEN q.per_key
+                THEN {{schema}}.flow_key(j.partition_key, j.kind, j.args, q.by_kind, q.by_args) END AS key
+    FROM q, {{schema}}.jobs j
     WHERE j.state = 'running' AND j.queue = $1
 ), running_keys AS (
     SELECT key, count(*) AS n FROM running WHERE key IS NOT NULL GROUP BY key
@@ -50,15 +56,22 @@ WITH q AS (
     -- The first available jobs in claim order, passing over those whose
     -- key is at its running limit or has used its rate, and the jobs of a
     -- sequence that are not its next. Read through jobs_fetch_idx like
-    -- claim.sql's; the window is wider than the claim, since a key under
-    -- its limit may still have fewer slots left than jobs here.
+    -- claim.sql's; with a limit per key the window is wider than the
+    -- claim, since a key under its limit may still have fewer slots left
+    -- than jobs here. No row locks (FOR UPDATE): claims of the queue run
+    -- one at a time under its lock, so none takes these rows meanwhile,
+    -- and locking the window cost a write per row, most of them for rows
+    -- not claimed. A job another statement changed since this snapshot
+    -- (a cancel) fails the UPDATE's state check, which reads the row's
+    -- newest version, and is left out.
     SELECT c.id, c.priority, c.run_at, c.key,
            row_number() OVER (PARTITION BY c.key ORDER BY c.priority, c.run_at, c.id) AS rank
     FROM (
         SELECT j.id, j.priority, j.run_at, k.key
         FROM {{schema}}.jobs j
-        CROSS JOIN LATERAL (SELECT {{schema}}.flow_key(j.partition_key, j.kind, j.args,
-                                                       (SELECT by_kind FROM q), (SELECT by_args FROM q)) AS key) AS k
+        CROSS JOIN LATERAL (SELECT CASE WHEN q.per_key
+                                        THEN {{schema}}.flow_key(j.partition_key, j.kind, j.args, q.by_kind, q.by_args) END AS key
+                            FROM q) AS k
         WHERE j.state = 'available' AND j.queue = $1
           AND (SELECT n FROM room) > 0
           AND (j.sequence_key IS NULL OR {{schema}}.sequence_next(j.queue, j.sequence_key, j.id))
@@ -71,8 +84,7 @@ WITH q AS (
                       AND r.starts[cardinality(r.starts) - (SELECT rate_limit FROM q) + 1]
                           > (SELECT at - rate_period FROM q))))
         ORDER BY j.priority, j.run_at, j.id
-        LIMIT (SELECT 4 * greatest(n, 0) + 32 FROM room)
-        FOR UPDATE OF j SKIP LOCKED
+        LIMIT (SELECT CASE WHEN q.per_key THEN 4 * greatest(n, 0) + 32 ELSE greatest(n, 0) END FROM room, q)
     ) AS c
 ), picked AS (
     SELECT c.id, c.key
@@ -96,7 +108,7 @@ WITH q AS (
         lease_until  = now() + $3::bigint * interval '1 microsecond',
         worker_id    = $4,
         attempted_at = (SELECT at FROM q)
-    WHERE j.id = ANY (ARRAY(SELECT id FROM picked))
+    WHERE j.id = ANY (ARRAY(SELECT id FROM picked)) AND j.state = 'available'
     RETURNING j.id, j.queue, j.kind, j.args, j.priority, j.state, j.attempt, j.max_attempts,
               j.run_at, j.fence, j.lease_until, j.worker_id, j.errors, j.tags, j.meta,
               j.created_at, j.attempted_at, j.finalized_at, j.singleton_key,
