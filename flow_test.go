@@ -494,3 +494,24 @@ func TestLimitedQueueStartsWithoutWaitingForAPoll(t *testing.T) {
 	t.Cleanup(func() { _ = c.Stop(context.Background()) })
 	waitFor(t, "three completed", func() bool { return countJobs(t, pool, "state = 'completed'") == 3 })
 }
+
+// TestSequenceStartsNextWithoutWaitingForAPoll runs a sequence of five
+// jobs with an hour between polls: each written result must wake the
+// producer for the sequence's next job (a claim taken meanwhile found it
+// not yet next), so the sequence ends in seconds, not hours.
+func TestSequenceStartsNextWithoutWaitingForAPoll(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := newPool(t)
+	ws := pgqueue.NewWorkers()
+	must(t, pgqueue.AddWorkerFunc(ws, func(ctx context.Context, job *pgqueue.Job[flowArgs]) error { return nil }, nil))
+	c := newClient(t, pool, &pgqueue.Config{Workers: ws, Queues: map[string]pgqueue.QueueConfig{"q": {MaxWorkers: 2}},
+		FetchPollInterval: time.Hour})
+	for i := range 5 {
+		_, err := c.Enqueue(ctx, flowArgs{Customer: "a", N: i}, &pgqueue.EnqueueOpts{Queue: "q", SequenceKey: "s"})
+		must(t, err)
+	}
+	must(t, c.Start(ctx))
+	t.Cleanup(func() { _ = c.Stop(context.Background()) })
+	waitFor(t, "the sequence's five jobs completed", func() bool { return countJobs(t, pool, "state = 'completed'") == 5 })
+}

@@ -192,9 +192,10 @@ func (p *Producer) QueueWide() bool {
 
 // SlotsFreed tells the producer that results of its queue were written:
 // with flow limits, the slots they held are free now, not when the
-// handlers returned.
+// handlers returned; in a sequence, the next job may start now. Without
+// this wake-up a sequence's next job waited for the poll.
 func (p *Producer) SlotsFreed() {
-	if f := p.flow.Load(); f == nil || !f.Limited {
+	if f := p.flow.Load(); f == nil || (!f.Limited && !f.Sequenced) {
 		return
 	}
 	select {
