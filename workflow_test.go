@@ -5,6 +5,7 @@ import (
 	"errors"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -200,5 +201,199 @@ func TestWorkflowDependencies(t *testing.T) {
 		if got := countJobs(t, b.pool, "has_children"); got != 0 {
 			t.Fatalf("%d jobs marked as parents by refused batches", got)
 		}
+	})
+}
+
+// pending reads a job's pending_parents.
+func (b *workflowBundle) pending(t *testing.T, id int64) int {
+	t.Helper()
+	var n *int
+	must(t, b.pool.QueryRow(context.Background(), "SELECT pending_parents FROM pgqueue.jobs WHERE id = $1", id).Scan(&n))
+	if n == nil {
+		return -1
+	}
+	return *n
+}
+
+// fanIn enqueues parents jobs and one child depending on them all, and
+// returns their ids, the child last.
+func (b *workflowBundle) fanIn(t *testing.T, parents int, policy pgqueue.ParentFailurePolicy) []int64 {
+	t.Helper()
+	params := make([]pgqueue.EnqueueManyParams, parents+1)
+	deps := make([]pgqueue.Dependency, parents)
+	for i := range parents {
+		params[i] = dependent(i)
+		deps[i] = pgqueue.DependsOnIndex(i).OnFailure(policy)
+	}
+	params[parents] = dependent(parents, deps...)
+	res, err := b.client.EnqueueMany(context.Background(), params)
+	must(t, err)
+	return res.IDs
+}
+
+// TestWorkflowFencedRelease checks that only a parent's fenced completion
+// releases its children, in the completion's own statement and
+// transaction, and that each parent counts once.
+func TestWorkflowFencedRelease(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+
+	// A completion under a fence the job no longer has is refused, and
+	// releases nothing: through complete_many.sql (a batch of
+	// completions) and finish.sql (a mixed batch).
+	t.Run("StaleCompletionReleasesNothing", func(t *testing.T) {
+		t.Parallel()
+		for _, mixed := range []bool{false, true} {
+			b := setupWorkflow(t)
+			ids := b.fanIn(t, 2, "")
+			jobs := b.claim(t)
+			stale := make([]*pgqueue.JobRow, len(jobs))
+			ops := make([]string, len(jobs))
+			for i, j := range jobs {
+				// The job was rescued and claimed again meanwhile: a new
+				// fence.
+				_, err := b.pool.Exec(ctx, "UPDATE pgqueue.jobs SET fence = nextval('pgqueue.fence_seq') WHERE id = $1", j.ID)
+				must(t, err)
+				stale[i], ops[i] = j, "complete"
+			}
+			if mixed {
+				other, err := b.client.Enqueue(ctx, noteArgs{N: 9}, &pgqueue.EnqueueOpts{Queue: "other"})
+				must(t, err)
+				o, err := pgqueue.Claim(ctx, b.client, "other", 1)
+				must(t, err)
+				stale, ops = append(stale, o...), append(ops, "fail")
+				defer func() {
+					// The batch's valid result landed: a failure, retried at once.
+					if s := readJob(t, b.pool, other.ID); s.state != "available" || s.attempt != 1 {
+						t.Fatalf("the valid result of the batch: %s, attempt %d", s.state, s.attempt)
+					}
+				}()
+			}
+			updated, err := pgqueue.FinishBatch(ctx, b.client, stale, ops)
+			must(t, err)
+			for _, id := range ids[:2] {
+				if updated[id] {
+					t.Fatalf("mixed %v: stale completion of job %d landed", mixed, id)
+				}
+			}
+			b.wantStates(t, ids, "running", "running", "blocked")
+			if n := b.pending(t, ids[2]); n != 2 {
+				t.Fatalf("mixed %v: child waits for %d parents after stale completions, want 2", mixed, n)
+			}
+		}
+	})
+
+	// A parent whose lease expired is rescued and runs again: its old
+	// holder's late completion is refused, its new holder's completes it,
+	// and a repeat of that completion is refused too. The child of two
+	// parents counts the rescued one once: it still waits for the other.
+	t.Run("RescuedAndRerunParentReleasesOnce", func(t *testing.T) {
+		t.Parallel()
+		skipInShortMode(t, "the rescuer taking over a parent")
+		b := setupWorkflow(t)
+		ids := b.fanIn(t, 2, "")
+		p, q, child := ids[0], ids[1], ids[2]
+		dead := claimAsDeadWorker(t, b.pool, p)
+		startPruner(t, b.pool, &pgqueue.Config{RescueInterval: 50 * time.Millisecond,
+			RetryPolicy: pgqueue.RetryPolicyFunc(func(int, error) time.Duration { return 0 })})
+		waitFor(t, "the parent rescued", func() bool { return readJob(t, b.pool, p).state != "running" })
+		b.wantStates(t, []int64{child}, "blocked")
+
+		late := &pgqueue.JobRow{ID: p, Fence: dead, Queue: pgqueue.QueueDefault, Kind: "note"}
+		if took, err := pgqueue.Finish(ctx, b.client, late, "complete", 0); err != nil || took {
+			t.Fatalf("the dead holder's late completion: took %v, %v", took, err)
+		}
+		waitState(t, b.pool, p, "available")
+		var rerun, other *pgqueue.JobRow
+		for _, j := range b.claim(t) {
+			switch j.ID {
+			case p:
+				rerun = j
+			case q:
+				other = j
+			}
+		}
+		if rerun == nil || other == nil {
+			t.Fatal("the parents were not claimed")
+		}
+		b.complete(t, rerun)
+		if took, err := pgqueue.Finish(ctx, b.client, rerun, "complete", 0); err != nil || took {
+			t.Fatalf("a repeated completion: took %v, %v", took, err)
+		}
+		b.wantStates(t, []int64{p, child}, "completed", "blocked")
+		if n := b.pending(t, child); n != 1 {
+			t.Fatalf("child waits for %d parents, want 1", n)
+		}
+		b.complete(t, other)
+		b.wantStates(t, []int64{child}, "available")
+	})
+
+	// CompleteTx releases the children in the caller's transaction: not at
+	// all if it rolls back, at its commit otherwise; a stale CompleteTx
+	// releases nothing.
+	t.Run("CompleteTxReleasesInTheCallersTransaction", func(t *testing.T) {
+		t.Parallel()
+		b := setupWorkflow(t)
+		ids := b.fanIn(t, 1, "")
+		parent, child := ids[0], ids[1]
+		jobs := b.claim(t)
+
+		tx, err := b.pool.Begin(ctx)
+		must(t, err)
+		must(t, b.client.CompleteTx(ctx, tx, jobs[0]))
+		var inTx string
+		must(t, tx.QueryRow(ctx, "SELECT state FROM pgqueue.jobs WHERE id = $1", child).Scan(&inTx))
+		b.wantStates(t, []int64{child}, "blocked") // not committed
+		must(t, tx.Rollback(ctx))
+		if inTx != "available" {
+			t.Fatalf("child %s inside the completing transaction, want available", inTx)
+		}
+		b.wantStates(t, []int64{parent, child}, "running", "blocked")
+
+		stale := *jobs[0]
+		stale.Fence--
+		tx, err = b.pool.Begin(ctx)
+		must(t, err)
+		if err := b.client.CompleteTx(ctx, tx, &stale); !errors.Is(err, pgqueue.ErrJobLeaseLost) {
+			t.Fatalf("stale CompleteTx: %v", err)
+		}
+		must(t, tx.Commit(ctx))
+		b.wantStates(t, []int64{parent, child}, "running", "blocked")
+
+		tx, err = b.pool.Begin(ctx)
+		must(t, err)
+		must(t, b.client.CompleteTx(ctx, tx, jobs[0]))
+		must(t, tx.Commit(ctx))
+		b.wantStates(t, []int64{parent, child}, "completed", "available")
+	})
+
+	// A child inserted while its parent's completion waits for the
+	// child's insert (which locked the parent) is released by that
+	// completion: the completion reads the edges committed while it
+	// waited.
+	t.Run("CompletionWaitingForAnInsertSeesItsEdges", func(t *testing.T) {
+		t.Parallel()
+		b := setupWorkflow(t)
+		parent, err := b.client.Enqueue(ctx, noteArgs{}, nil)
+		must(t, err)
+		jobs := b.claim(t)
+		tx, err := b.pool.Begin(ctx)
+		must(t, err)
+		res, err := b.client.EnqueueManyTx(ctx, tx, []pgqueue.EnqueueManyParams{dependent(1, pgqueue.DependsOnJob(parent.ID))})
+		must(t, err)
+		done := make(chan error, 1)
+		go func() {
+			_, err := pgqueue.Complete(ctx, b.client, jobs)
+			done <- err
+		}()
+		time.Sleep(200 * time.Millisecond) // the completion waits for the parent's row
+		select {
+		case err := <-done:
+			t.Fatalf("completion did not wait for the insert's lock: %v", err)
+		default:
+		}
+		must(t, tx.Commit(ctx))
+		must(t, <-done)
+		b.wantStates(t, []int64{parent.ID, res.IDs[0]}, "completed", "available")
 	})
 }
