@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -395,5 +396,138 @@ func TestWorkflowFencedRelease(t *testing.T) {
 		must(t, tx.Commit(ctx))
 		must(t, <-done)
 		b.wantStates(t, []int64{parent.ID, res.IDs[0]}, "completed", "available")
+	})
+}
+
+// TestWorkflowFailurePolicy checks what a parent's discard or
+// cancellation does to its dependents, by policy, and that retrying the
+// parent resumes the workflow.
+func TestWorkflowFailurePolicy(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+
+	// P has three children, one per policy; the "cancel" child has two
+	// children of its own, by "cancel" and "run". P is discarded.
+	type family struct {
+		p, cancel, run, wait, grandCancel, grandRun int64
+		all                                         []int64
+	}
+	enqueueFamily := func(t *testing.T, b *workflowBundle) family {
+		t.Helper()
+		res, err := b.client.EnqueueMany(ctx, []pgqueue.EnqueueManyParams{
+			{Args: noteArgs{N: 0}, Opts: &pgqueue.EnqueueOpts{Name: "p"}},
+			{Args: noteArgs{N: 1}, Opts: &pgqueue.EnqueueOpts{Name: "c", DependsOn: []pgqueue.Dependency{pgqueue.DependsOnName("p")}}},
+			dependent(2, pgqueue.DependsOnName("p").OnFailure(pgqueue.ParentFailureRun)),
+			{Args: noteArgs{N: 3}, Opts: &pgqueue.EnqueueOpts{OnParentFailure: pgqueue.ParentFailureWait, DependsOn: []pgqueue.Dependency{pgqueue.DependsOnName("p")}}},
+			dependent(4, pgqueue.DependsOnName("c").OnFailure(pgqueue.ParentFailureCancel)),
+			dependent(5, pgqueue.DependsOnName("c").OnFailure(pgqueue.ParentFailureRun)),
+		})
+		must(t, err)
+		f := family{p: res.IDs[0], cancel: res.IDs[1], run: res.IDs[2], wait: res.IDs[3], grandCancel: res.IDs[4], grandRun: res.IDs[5], all: res.IDs}
+		b.wantStates(t, f.all, "available", "blocked", "blocked", "blocked", "blocked", "blocked")
+		return f
+	}
+
+	t.Run("DiscardedParent", func(t *testing.T) {
+		t.Parallel()
+		b := setupWorkflow(t)
+		f := enqueueFamily(t, b)
+		jobs := b.claim(t)
+		if took, err := pgqueue.Finish(ctx, b.client, jobs[0], "discard", 0); err != nil || !took {
+			t.Fatalf("discard: %v %v", took, err)
+		}
+		// cancel: cancelled, and its "cancel" child with it, its "run"
+		// child released; run: released; wait: still blocked.
+		b.wantStates(t, f.all, "discarded", "cancelled", "available", "blocked", "cancelled", "available")
+		s := readJob(t, b.pool, f.cancel)
+		if len(s.errors) != 1 || !strings.Contains(s.errors[0], "depends on was discarded or cancelled") {
+			t.Fatalf("errors of the cancelled child: %q", s.errors)
+		}
+
+		// Retrying P brings back what its failure cancelled; once P
+		// completes, the children waiting for it run.
+		_, err := b.client.JobRetry(ctx, f.p)
+		must(t, err)
+		b.wantStates(t, f.all, "available", "blocked", "available", "blocked", "blocked", "available")
+		var p *pgqueue.JobRow
+		for _, j := range b.claim(t) {
+			if j.ID == f.p {
+				p = j
+			}
+		}
+		b.complete(t, p)
+		b.wantStates(t, []int64{f.cancel, f.wait, f.grandCancel}, "available", "available", "blocked")
+	})
+
+	// A parent cancelled while it waits (JobCancel of a blocked job)
+	// cancels its own dependents; JobRetryMany, as the CLI and the
+	// dashboard retry, resumes them, and the retried job waits for its
+	// parent again.
+	t.Run("CancelledBlockedJobAndRetryMany", func(t *testing.T) {
+		t.Parallel()
+		b := setupWorkflow(t)
+		f := enqueueFamily(t, b)
+		_, err := b.client.JobCancel(ctx, f.cancel)
+		must(t, err)
+		b.wantStates(t, f.all, "available", "cancelled", "blocked", "blocked", "cancelled", "available")
+		_, err = b.client.JobRetryMany(ctx, []int64{f.cancel})
+		must(t, err)
+		b.wantStates(t, f.all, "available", "blocked", "blocked", "blocked", "blocked", "available")
+		b.complete(t, b.claim(t)...) // p and grandRun
+		b.wantStates(t, f.all, "completed", "available", "available", "available", "blocked", "completed")
+	})
+
+	// A parent discarded by the rescuer (its last attempt's lease
+	// expired) settles its dependents as a discard by its handler would.
+	t.Run("DiscardedByTheRescuer", func(t *testing.T) {
+		t.Parallel()
+		skipInShortMode(t, "the rescuer discarding a parent")
+		b := setupWorkflow(t)
+		f := enqueueFamily(t, b)
+		_, err := b.pool.Exec(ctx, "UPDATE pgqueue.jobs SET max_attempts = 1 WHERE id = $1", f.p)
+		must(t, err)
+		claimAsDeadWorker(t, b.pool, f.p)
+		startPruner(t, b.pool, &pgqueue.Config{RescueInterval: 50 * time.Millisecond})
+		waitState(t, b.pool, f.p, "discarded")
+		b.wantStates(t, f.all, "discarded", "cancelled", "available", "blocked", "cancelled", "available")
+	})
+
+	// A child inserted after its parent failed applies its policy at once.
+	t.Run("ParentFailedBeforeTheInsert", func(t *testing.T) {
+		t.Parallel()
+		b := setupWorkflow(t)
+		parent, err := b.client.Enqueue(ctx, noteArgs{}, nil)
+		must(t, err)
+		_, err = b.client.JobCancel(ctx, parent.ID)
+		must(t, err)
+		res, err := b.client.EnqueueMany(ctx, []pgqueue.EnqueueManyParams{
+			dependent(0, pgqueue.DependsOnJob(parent.ID)),
+			dependent(1, pgqueue.DependsOnJob(parent.ID).OnFailure(pgqueue.ParentFailureRun)),
+			dependent(2, pgqueue.DependsOnJob(parent.ID).OnFailure(pgqueue.ParentFailureWait)),
+			dependent(3, pgqueue.DependsOnIndex(0)),
+		})
+		must(t, err)
+		b.wantStates(t, res.IDs, "cancelled", "available", "blocked", "cancelled")
+		_, err = b.client.JobRetry(ctx, parent.ID)
+		must(t, err)
+		b.wantStates(t, res.IDs, "blocked", "available", "blocked", "blocked")
+	})
+
+	// Deleting a parent lets its children go, and takes its edges.
+	t.Run("DeletedParentReleases", func(t *testing.T) {
+		t.Parallel()
+		b := setupWorkflow(t)
+		ids := b.fanIn(t, 2, "")
+		_, err := b.client.JobDelete(ctx, ids[0])
+		must(t, err)
+		b.wantStates(t, ids[2:], "blocked")
+		_, err = b.client.JobDeleteMany(ctx, ids[1:2])
+		must(t, err)
+		b.wantStates(t, ids[2:], "available")
+		var edges int
+		must(t, b.pool.QueryRow(ctx, "SELECT count(*) FROM pgqueue.job_deps").Scan(&edges))
+		if edges != 0 {
+			t.Fatalf("%d edges left after their parents were deleted", edges)
+		}
 	})
 }
