@@ -3,6 +3,7 @@ package pgqueue_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -530,4 +531,127 @@ func TestWorkflowFailurePolicy(t *testing.T) {
 			t.Fatalf("%d edges left after their parents were deleted", edges)
 		}
 	})
+}
+
+// TestWorkflowPrune checks that the pruner deletes a workflow's edges with
+// its jobs, keeps a failed parent while a job waits for its retry, and
+// leaves no edge whose parent or child is gone.
+func TestWorkflowPrune(t *testing.T) {
+	t.Parallel()
+	skipInShortMode(t, "the pruner deleting workflows")
+	ctx := context.Background()
+	b := setupWorkflow(t)
+	res, err := b.client.EnqueueMany(ctx, []pgqueue.EnqueueManyParams{
+		dependent(0), dependent(1, pgqueue.DependsOnIndex(0)), // a chain, both to complete
+		dependent(2), dependent(3, pgqueue.DependsOnIndex(2).OnFailure(pgqueue.ParentFailureWait)), // a parent to discard, its child waiting
+	})
+	must(t, err)
+	ids := res.IDs
+	for range 2 {
+		for _, j := range b.claim(t) {
+			op := "complete"
+			if j.ID == ids[2] {
+				op = "discard"
+			}
+			_, err := pgqueue.Finish(ctx, b.client, j, op, 0)
+			must(t, err)
+		}
+	}
+	b.wantStates(t, ids, "completed", "completed", "discarded", "blocked")
+	old := func() {
+		_, err := b.pool.Exec(ctx, "UPDATE pgqueue.jobs SET finalized_at = now() - interval '8 days' WHERE finalized_at IS NOT NULL")
+		must(t, err)
+	}
+	old()
+	startPruner(t, b.pool, &pgqueue.Config{PruneInterval: 50 * time.Millisecond})
+	waitFor(t, "the chain pruned", func() bool { return countJobs(t, b.pool, "id = ANY($1)", ids[:2]) == 0 })
+	time.Sleep(300 * time.Millisecond) // more runs
+	if n := countJobs(t, b.pool, "id = ANY($1)", ids[2:]); n != 2 {
+		t.Fatalf("%d of the discarded parent and its waiting child left, want both", n)
+	}
+	var dangling, edges int
+	check := func() {
+		t.Helper()
+		must(t, b.pool.QueryRow(ctx, `
+			SELECT count(*) FILTER (WHERE p.id IS NULL OR c.id IS NULL), count(*)
+			FROM pgqueue.job_deps d LEFT JOIN pgqueue.jobs p ON p.id = d.parent_id LEFT JOIN pgqueue.jobs c ON c.id = d.child_id`).Scan(&dangling, &edges))
+	}
+	check()
+	if dangling != 0 || edges != 1 {
+		t.Fatalf("%d edges, %d dangling; want the waiting one only", edges, dangling)
+	}
+	// The waiting child is cancelled: nothing waits any more, and both go.
+	_, err = b.client.JobCancel(ctx, ids[3])
+	must(t, err)
+	old()
+	waitFor(t, "the rest pruned", func() bool { return countJobs(t, b.pool, "true") == 0 })
+	check()
+	if edges != 0 {
+		t.Fatalf("%d edges left with no jobs", edges)
+	}
+	if _, err := b.client.WorkflowGet(ctx, res.Workflow); !errors.Is(err, pgqueue.ErrWorkflowNotFound) {
+		t.Fatalf("WorkflowGet of a pruned workflow: %v", err)
+	}
+}
+
+// TestWorkflowRun works workflows with a started client: a fan-out, then
+// a fan-in whose last job reads its parents' outputs.
+func TestWorkflowRun(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := newPool(t)
+	ws := pgqueue.NewWorkers()
+	got := make(chan []pgqueue.ParentOutput, 1)
+	must(t, pgqueue.AddWorkerFunc(ws, func(ctx context.Context, job *pgqueue.Job[noteArgs]) error {
+		if job.Args.N < 0 { // the fan-in's last job
+			parents, err := pgqueue.ParentOutputs(ctx)
+			got <- parents
+			return err
+		}
+		return pgqueue.RecordOutput(ctx, map[string]int{"n": job.Args.N})
+	}, nil))
+	b := startClient(t, pool, ws, &pgqueue.Config{Queues: map[string]pgqueue.QueueConfig{pgqueue.QueueDefault: {MaxWorkers: 8}}})
+	const width = 20
+	params := []pgqueue.EnqueueManyParams{{Args: noteArgs{N: 0}, Opts: &pgqueue.EnqueueOpts{Name: "root"}}}
+	var mid []pgqueue.Dependency
+	for i := 1; i <= width; i++ {
+		params = append(params, dependent(i, pgqueue.DependsOnName("root")))
+		mid = append(mid, pgqueue.DependsOnIndex(i))
+	}
+	params = append(params, dependent(-1, mid...))
+	res, err := b.client.EnqueueMany(ctx, params)
+	must(t, err)
+	last := res.IDs[len(res.IDs)-1]
+	waitState(t, pool, last, "completed")
+
+	parents := <-got
+	if len(parents) != width {
+		t.Fatalf("%d parent outputs, want %d", len(parents), width)
+	}
+	for i, p := range parents {
+		if p.JobID != res.IDs[i+1] || p.State != pgqueue.StateCompleted || string(p.Output) != fmt.Sprintf(`{"n": %d}`, i+1) {
+			t.Fatalf("parent %d: %+v (%s)", i, p, p.Output)
+		}
+	}
+	w, err := b.client.WorkflowGet(ctx, res.Workflow)
+	must(t, err)
+	if !w.Done() || w.Counts[pgqueue.StateCompleted] != width+2 || len(w.Edges) != 2*width {
+		t.Fatalf("workflow: done %v, counts %v, %d edges", w.Done(), w.Counts, len(w.Edges))
+	}
+	for _, e := range w.Edges {
+		if !e.Resolved || e.OnFailure != pgqueue.ParentFailureCancel {
+			t.Fatalf("edge %+v", e)
+		}
+	}
+	// Every job started after all its parents completed.
+	var early int
+	must(t, pool.QueryRow(ctx, `
+		SELECT count(*) FROM pgqueue.job_deps d JOIN pgqueue.jobs p ON p.id = d.parent_id JOIN pgqueue.jobs c ON c.id = d.child_id
+		WHERE c.attempted_at < p.finalized_at`).Scan(&early))
+	if early != 0 {
+		t.Fatalf("%d jobs started before a parent completed", early)
+	}
+	if _, err := pgqueue.ParentOutputs(ctx); !errors.Is(err, pgqueue.ErrNoJobContext) {
+		t.Fatalf("ParentOutputs outside a job: %v", err)
+	}
 }
