@@ -150,7 +150,7 @@ func (f *filterFlags) set() bool {
 func (f *filterFlags) apply(p *pgqueue.JobListParams) error {
 	for _, s := range f.states {
 		switch st := pgqueue.JobState(s); st {
-		case pgqueue.StateScheduled, pgqueue.StateAvailable, pgqueue.StateRunning,
+		case pgqueue.StateBlocked, pgqueue.StateScheduled, pgqueue.StateAvailable, pgqueue.StateRunning,
 			pgqueue.StateCompleted, pgqueue.StateDiscarded, pgqueue.StateCancelled:
 			p.States = append(p.States, st)
 		default:
