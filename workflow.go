@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"slices"
 
 	"github.com/jackc/pgx/v5"
 
@@ -221,6 +222,81 @@ func ParentOutputs(ctx context.Context) ([]ParentOutput, error) {
 		err := row.Scan(&p.JobID, &state, &p.Output)
 		p.State = JobState(state)
 		return p, err
+	})
+	if err != nil {
+		return nil, dbError(op, err)
+	}
+	return out, nil
+}
+
+// EnqueueBatch inserts jobs, all or none, and a callback job that runs
+// once, when every job of jobs has finished, completed or not: it depends
+// on each of them with ParentFailureRun, whatever its Opts say. The
+// callback's handler reads how they ended with ParentCounts (or each
+// one's output with ParentOutputs). The callback is the last of the
+// result's IDs. Jobs may depend on each other as in EnqueueMany (by
+// position within jobs, or by name); at most MaxJobDependencies jobs.
+func (c *Client) EnqueueBatch(ctx context.Context, jobs []EnqueueManyParams, callback EnqueueManyParams) (*EnqueueManyResult, error) {
+	params, err := batchParams(jobs, callback)
+	if err != nil {
+		return nil, err
+	}
+	return c.EnqueueMany(ctx, params)
+}
+
+// EnqueueBatchTx is EnqueueBatch inside tx: the jobs exist only if tx
+// commits.
+func (c *Client) EnqueueBatchTx(ctx context.Context, tx pgx.Tx, jobs []EnqueueManyParams, callback EnqueueManyParams) (*EnqueueManyResult, error) {
+	params, err := batchParams(jobs, callback)
+	if err != nil {
+		return nil, err
+	}
+	return c.EnqueueManyTx(ctx, tx, params)
+}
+
+// batchParams returns jobs followed by callback, made to depend on each
+// of them under ParentFailureRun.
+func batchParams(jobs []EnqueueManyParams, callback EnqueueManyParams) ([]EnqueueManyParams, error) {
+	if len(jobs) == 0 {
+		return nil, fmt.Errorf("pgqueue: enqueue batch: %w: no jobs", ErrInvalid)
+	}
+	if len(jobs) > MaxJobDependencies {
+		return nil, fmt.Errorf("pgqueue: enqueue batch: %d jobs, at most %d: %w", len(jobs), MaxJobDependencies, ErrWorkflowLimit)
+	}
+	var opts EnqueueOpts
+	if callback.Opts != nil {
+		opts = *callback.Opts
+	}
+	opts.DependsOn = make([]Dependency, len(jobs))
+	for i := range jobs {
+		opts.DependsOn[i] = DependsOnIndex(i).OnFailure(ParentFailureRun)
+	}
+	return append(slices.Clip(jobs), EnqueueManyParams{Args: callback.Args, Opts: &opts}), nil
+}
+
+// ParentCounts returns, for the job whose handler's context ctx is, how
+// many of the jobs it depends on are in each state: for a batch's
+// callback (EnqueueBatch), how the batch's jobs ended. It returns
+// ErrNoJobContext when ctx is not a job's context.
+func ParentCounts(ctx context.Context) (map[JobState]int, error) {
+	j, c := runningJob(ctx)
+	if j == nil {
+		return nil, fmt.Errorf("pgqueue: parent counts: %w", ErrNoJobContext)
+	}
+	op := fmt.Sprintf("parent counts of job %d", j.Row().ID)
+	if err := ctxError(ctx, op); err != nil {
+		return nil, err
+	}
+	rows, err := c.pool.Query(ctx, c.q.JobParentCounts, j.Row().ID)
+	if err != nil {
+		return nil, dbError(op, err)
+	}
+	out := map[JobState]int{}
+	var state string
+	var n int
+	_, err = pgx.ForEachRow(rows, []any{&state, &n}, func() error {
+		out[JobState(state)] = n
+		return nil
 	})
 	if err != nil {
 		return nil, dbError(op, err)

@@ -655,3 +655,54 @@ func TestWorkflowRun(t *testing.T) {
 		t.Fatalf("ParentOutputs outside a job: %v", err)
 	}
 }
+
+// TestWorkflowBatchCallback works a batch whose jobs end in every final
+// state: its callback runs once, after the last of them, and reads how
+// each ended.
+func TestWorkflowBatchCallback(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := newPool(t)
+	ws := pgqueue.NewWorkers()
+	counts := make(chan map[pgqueue.JobState]int, 2)
+	must(t, pgqueue.AddWorkerFunc(ws, func(ctx context.Context, job *pgqueue.Job[noteArgs]) error {
+		switch job.Args.N {
+		case -1: // the callback
+			c, err := pgqueue.ParentCounts(ctx)
+			counts <- c
+			return err
+		case 1:
+			return errors.New("fails for good")
+		case 2:
+			return pgqueue.JobCancel(errors.New("not wanted"))
+		}
+		return nil
+	}, nil))
+	b := startClient(t, pool, ws, nil)
+	jobs := []pgqueue.EnqueueManyParams{
+		dependent(0), {Args: noteArgs{N: 1}, Opts: &pgqueue.EnqueueOpts{MaxAttempts: 1}}, dependent(2),
+		dependent(3, pgqueue.DependsOnIndex(2)), // cancelled with its parent
+		dependent(4, pgqueue.DependsOnIndex(0)),
+	}
+	res, err := b.client.EnqueueBatch(ctx, jobs, pgqueue.EnqueueManyParams{Args: noteArgs{N: -1}})
+	must(t, err)
+	callback := res.IDs[len(res.IDs)-1]
+	waitState(t, pool, callback, "completed")
+	got := <-counts
+	want := map[pgqueue.JobState]int{pgqueue.StateCompleted: 2, pgqueue.StateDiscarded: 1, pgqueue.StateCancelled: 2}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("callback saw %v, want %v", got, want)
+	}
+	if s := readJob(t, pool, callback); s.attempt != 1 {
+		t.Fatalf("callback ran %d times", s.attempt)
+	}
+	var early int
+	must(t, pool.QueryRow(ctx, `SELECT count(*) FROM pgqueue.jobs p, pgqueue.jobs c
+		WHERE c.id = $1 AND p.id = ANY($2) AND (p.finalized_at IS NULL OR c.attempted_at < p.finalized_at)`, callback, res.IDs[:len(jobs)]).Scan(&early))
+	if early != 0 {
+		t.Fatalf("the callback started before %d jobs of its batch finished", early)
+	}
+	if _, err := b.client.EnqueueBatch(ctx, nil, pgqueue.EnqueueManyParams{Args: noteArgs{}}); !errors.Is(err, pgqueue.ErrInvalid) {
+		t.Fatalf("an empty batch: %v", err)
+	}
+}

@@ -61,7 +61,7 @@ type Queries struct {
 	// workflows
 	WorkflowParents, WorkflowReserve, InsertWorkflow string
 	WorkflowJobs, WorkflowEdges, JobParentOutputs    string
-	JobRow                                           string
+	JobRow, JobParentCounts                          string
 	// maintenance
 	Schedule, RescueCandidates, Rescue           string
 	Prune                                        string
@@ -97,7 +97,7 @@ func Load(schema string) (*Queries, error) {
 		"job_cancel_many":  &q.JobCancelMany,
 		"workflow_parents": &q.WorkflowParents, "workflow_reserve": &q.WorkflowReserve, "insert_workflow": &q.InsertWorkflow,
 		"workflow_jobs": &q.WorkflowJobs, "workflow_edges": &q.WorkflowEdges, "job_parent_outputs": &q.JobParentOutputs,
-		"job_row": &q.JobRow,
+		"job_row": &q.JobRow, "job_parent_counts": &q.JobParentCounts,
 	})
 	if err != nil {
 		return nil, err
