@@ -38,8 +38,8 @@ comma-separated values):
 
 	--queue Q       only jobs of these queues
 	--kind K        only jobs of these kinds
-	--state S       only jobs in these states: scheduled, available,
-	                running, completed, discarded, cancelled
+	--state S       only jobs in these states: blocked, scheduled,
+	                available, running, completed, discarded, cancelled
 	--tag T         only jobs carrying all of these tags
 	--args JSON     only jobs whose args contain this JSON object
 	--created-after T, --created-before T
