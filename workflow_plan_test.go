@@ -217,7 +217,7 @@ func TestWorkflowPlans(t *testing.T) {
 				t.Fatalf("completing one parent: %d rows through the plans in a workflow of %d jobs, %d in one of %d:\n%s\n---\n%s",
 					rows[1], large, rows[0], small, plans[1], plans[0])
 			}
-			for _, want := range []string{"Update on job_deps", "Index Scan using job_deps_pkey", "Update on jobs c", "Index Scan using jobs_pkey on jobs c"} {
+			for _, want := range []string{"Update on job_deps", "on job_deps_pkey", "Update on jobs c", "Index Scan using jobs_pkey on jobs c"} {
 				if !strings.Contains(plans[1], want) {
 					t.Errorf("no %q in the plans:\n%s", want, plans[1])
 				}
@@ -227,6 +227,32 @@ func TestWorkflowPlans(t *testing.T) {
 			}
 		})
 	}
+
+	// A fan-out's root releases all its children: work in proportion to
+	// them, never to their square (a join planned as a nested loop over
+	// the children for each child was).
+	t.Run("FanOutReleaseIsLinear", func(t *testing.T) {
+		t.Parallel()
+		var rows [2]int64
+		for k, n := range []int{large / 10, large} {
+			b := setupWorkflow(t)
+			fill(t, b, large-n)
+			params := make([]pgqueue.EnqueueManyParams, n)
+			params[0] = dependent(0)
+			for i := 1; i < n; i++ {
+				params[i] = dependent(i, pgqueue.DependsOnIndex(0))
+			}
+			_, err := b.client.EnqueueMany(ctx, params)
+			must(t, err)
+			_, err = b.pool.Exec(ctx, "ANALYZE pgqueue.jobs, pgqueue.job_deps")
+			must(t, err)
+			jobs := b.claim(t)
+			_, rows[k] = newExplained(t, b).complete(t, b, jobs[0])
+		}
+		if rows[1] > 12*rows[0] {
+			t.Fatalf("releasing %d children: %d rows through the plans; %d children: %d", large-1, rows[1], large/10-1, rows[0])
+		}
+	})
 
 	// A queue without workflows: the completion never calls the
 	// function, so it runs no statement of its.

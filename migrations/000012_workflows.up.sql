@@ -53,8 +53,8 @@ CREATE INDEX job_deps_child_idx ON {{schema}}.job_deps (child_id);
 -- to the jobs that depend on them, and returns how many dependents it
 -- changed. Called, in the same statement, by every write that ends a job
 -- with has_children set, and only then: a queue without workflows never
--- calls it. Set-based: one statement per generation of dependents, its
--- cost the edges of the jobs that ended, never the workflow's size.
+-- calls it. Set-based: a few statements per generation of dependents,
+-- their work the edges of the jobs that ended, never the workflow's size.
 --   completed, deleted, or failed under 'run': the edge resolves, the
 --     child's count goes down, and a child whose count reaches zero is
 --     released (available, or scheduled if its run_at is ahead), its
@@ -64,67 +64,80 @@ CREATE INDEX job_deps_child_idx ON {{schema}}.job_deps (child_id);
 --   failed under 'wait': nothing; the child stays blocked.
 -- plpgsql, not a CTE of the caller: each statement here takes a snapshot
 -- of its own, so it sees edges an insert committed while the caller
--- waited for the parent's row lock.
+-- waited for the parent's row lock. The sets pass between statements as
+-- arrays, and every statement is planned for the arrays it gets
+-- (plan_cache_mode): joined to a CTE, or under a generic plan that does
+-- not know their length, the release of a fan-out's 10,000 children was
+-- planned as a nested loop and took seconds.
 CREATE FUNCTION {{schema}}.workflow_settle(ids bigint[], states text[]) RETURNS integer
-LANGUAGE plpgsql AS $$
+LANGUAGE plpgsql
+SET plan_cache_mode = force_custom_plan
+AS $$
 DECLARE
-    ended_ids    bigint[] := ids;
-    ended_states text[]   := states;
-    changed      integer  := 0;
-    n            integer;
-    queues       text[];
+    done_ids   bigint[];  -- ended so that their edges resolve whatever the policy
+    failed_ids bigint[];  -- discarded or cancelled: the edge's policy decides
+    kids       bigint[];
+    counts     integer[];
+    changed    integer := 0;
+    touched    integer;
+    queues     text[];
 BEGIN
-    WHILE cardinality(ended_ids) > 0 LOOP
-        WITH p AS (
-            SELECT * FROM unnest(ended_ids, ended_states) AS p(id, state)
-        ), resolved AS (
+    SELECT coalesce(array_agg(p.id) FILTER (WHERE p.state IN ('completed', 'deleted')), '{}'),
+           coalesce(array_agg(p.id) FILTER (WHERE p.state IN ('discarded', 'cancelled')), '{}')
+    INTO done_ids, failed_ids
+    FROM unnest(ids, states) AS p(id, state);
+    WHILE cardinality(done_ids) > 0 OR cardinality(failed_ids) > 0 LOOP
+        -- The edges that no longer hold their child, counted per child.
+        WITH resolved AS (
             UPDATE {{schema}}.job_deps d
             SET resolved = true
-            FROM p
-            WHERE d.parent_id = ANY (ended_ids) AND d.parent_id = p.id AND NOT d.resolved
-              AND (p.state IN ('completed', 'deleted')
-                   OR (p.state IN ('discarded', 'cancelled') AND d.on_failure = 'run'))
+            WHERE (d.parent_id = ANY (done_ids) OR (d.parent_id = ANY (failed_ids) AND d.on_failure = 'run'))
+              AND NOT d.resolved
             RETURNING d.child_id
-        ), counts AS (
-            SELECT child_id, count(*)::integer AS n FROM resolved GROUP BY child_id
-        ), released AS (
-            UPDATE {{schema}}.jobs c
-            SET pending_parents = c.pending_parents - k.n,
-                state = CASE WHEN c.state <> 'blocked' OR c.pending_parents > k.n THEN c.state
-                             WHEN c.run_at > now() THEN 'scheduled'
-                             ELSE 'available' END
-            FROM counts k
-            WHERE c.id = ANY (ARRAY(SELECT child_id FROM counts)) AND c.id = k.child_id
-            RETURNING c.queue, c.state
         )
-        SELECT count(*) FILTER (WHERE state IN ('available', 'scheduled')),
-               array_agg(DISTINCT queue) FILTER (WHERE state = 'available')
-        INTO n, queues
-        FROM released;
-        changed := changed + n;
-        PERFORM pg_notify('{{channel}}', q) FROM unnest(queues) AS q;
+        SELECT coalesce(array_agg(g.child_id), '{}'), coalesce(array_agg(g.n), '{}')
+        INTO kids, counts
+        FROM (SELECT child_id, count(*)::integer AS n FROM resolved GROUP BY child_id) g;
+        IF cardinality(kids) > 0 THEN
+            WITH released AS (
+                UPDATE {{schema}}.jobs c
+                SET pending_parents = c.pending_parents - k.n,
+                    state = CASE WHEN c.state <> 'blocked' OR c.pending_parents > k.n THEN c.state
+                                 WHEN c.run_at > now() THEN 'scheduled'
+                                 ELSE 'available' END
+                FROM unnest(kids, counts) AS k(id, n)
+                -- Joined by id alone: each child found through the primary
+                -- key from its row of k. With id = ANY (kids) as well, the
+                -- plan filtered all of kids' rows for each row of k.
+                WHERE c.id = k.id
+                RETURNING c.queue, c.state
+            )
+            SELECT count(*) FILTER (WHERE state IN ('available', 'scheduled')),
+                   array_agg(DISTINCT queue) FILTER (WHERE state = 'available')
+            INTO touched, queues
+            FROM released;
+            changed := changed + touched;
+            PERFORM pg_notify('{{channel}}', q) FROM unnest(queues) AS q;
+        END IF;
 
-        EXIT WHEN NOT ended_states && ARRAY['discarded', 'cancelled'];
-        WITH p AS (
-            SELECT * FROM unnest(ended_ids, ended_states) AS p(id, state)
-        ), doomed AS (
-            SELECT d.child_id
-            FROM {{schema}}.job_deps d JOIN p ON d.parent_id = p.id
-            WHERE d.parent_id = ANY (ended_ids) AND p.state IN ('discarded', 'cancelled')
-              AND d.on_failure = 'cancel' AND NOT d.resolved
-        ), cancelled AS (
+        EXIT WHEN cardinality(failed_ids) = 0;
+        -- The blocked children of failed parents under 'cancel' are
+        -- cancelled, and are the next generation's failed parents.
+        WITH cancelled AS (
             UPDATE {{schema}}.jobs c
             SET state = 'cancelled', finalized_at = now(), deps_cancelled = true,
                 errors = c.errors || jsonb_build_object('attempt', c.attempt, 'at', now(),
                     'error', 'cancelled: a job it depends on was discarded or cancelled')
-            WHERE c.id = ANY (ARRAY(SELECT child_id FROM doomed)) AND c.state = 'blocked'
+            WHERE c.id = ANY (ARRAY(SELECT d.child_id FROM {{schema}}.job_deps d
+                                    WHERE d.parent_id = ANY (failed_ids) AND d.on_failure = 'cancel' AND NOT d.resolved))
+              AND c.state = 'blocked'
             RETURNING c.id, c.has_children
         )
         SELECT count(*), coalesce(array_agg(id) FILTER (WHERE has_children), '{}')
-        INTO n, ended_ids
+        INTO touched, failed_ids
         FROM cancelled;
-        changed := changed + n;
-        ended_states := array_fill('cancelled'::text, ARRAY[cardinality(ended_ids)]);
+        changed := changed + touched;
+        done_ids := '{}';
     END LOOP;
     RETURN changed;
 END
@@ -137,7 +150,9 @@ $$;
 -- the failure, so each waits for exactly the parents that have not
 -- completed. Returns how many it brought back.
 CREATE FUNCTION {{schema}}.workflow_resume(ids bigint[]) RETURNS integer
-LANGUAGE plpgsql AS $$
+LANGUAGE plpgsql
+SET plan_cache_mode = force_custom_plan
+AS $$
 DECLARE
     cur     bigint[] := ids;
     changed integer  := 0;
