@@ -706,3 +706,22 @@ func TestWorkflowBatchCallback(t *testing.T) {
 		t.Fatalf("an empty batch: %v", err)
 	}
 }
+
+// A blocked job is not running: JobRetry returns it as it is, and
+// JobRetryMany counts it unchanged.
+func TestWorkflowRetryOfABlockedJob(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b := setupWorkflow(t)
+	ids := b.fanIn(t, 1, "")
+	job, err := b.client.JobRetry(ctx, ids[1])
+	must(t, err)
+	if job.State != pgqueue.StateBlocked {
+		t.Fatalf("JobRetry of a blocked job: %s", job.State)
+	}
+	res, err := b.client.JobRetryMany(ctx, ids[1:])
+	must(t, err)
+	if !slices.Equal(res.Unchanged, ids[1:]) || len(res.Running) != 0 {
+		t.Fatalf("JobRetryMany of a blocked job: %+v", res)
+	}
+}
