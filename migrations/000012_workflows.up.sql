@@ -95,7 +95,9 @@ BEGIN
               AND NOT d.resolved
             RETURNING d.child_id
         )
-        SELECT coalesce(array_agg(g.child_id), '{}'), coalesce(array_agg(g.n), '{}')
+        -- In id order: the children are then updated in the order they
+        -- lie in the table and its indexes.
+        SELECT coalesce(array_agg(g.child_id ORDER BY g.child_id), '{}'), coalesce(array_agg(g.n ORDER BY g.child_id), '{}')
         INTO kids, counts
         FROM (SELECT child_id, count(*)::integer AS n FROM resolved GROUP BY child_id) g;
         IF cardinality(kids) > 0 THEN
