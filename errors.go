@@ -23,6 +23,7 @@ var (
 	ErrDependencyCycle    = pgqueuetype.ErrDependencyCycle
 	ErrDependencyNotFound = pgqueuetype.ErrDependencyNotFound
 	ErrWorkflowLimit      = pgqueuetype.ErrWorkflowLimit
+	ErrWorkflowNotFound   = pgqueuetype.ErrWorkflowNotFound
 )
 
 // The errors of the public API itself. Match them with errors.Is; the
@@ -72,11 +73,6 @@ var (
 	// one finished in a state outside its UniqueOpts.ByState). Nothing was
 	// changed; the other job is the one that runs.
 	ErrUniqueConflict = errors.New("pgqueue: unique key held by another job")
-
-	// ErrWorkflowNotFound is returned by WorkflowGet when no job belongs
-	// to the workflow id: it never existed, or all its jobs were deleted
-	// (by JobDelete or by retention).
-	ErrWorkflowNotFound = errors.New("pgqueue: workflow not found")
 
 	// ErrNoJobContext is returned by RecordOutput, RecordProgress and
 	// ParentOutputs when the context is not a running job's (or derived

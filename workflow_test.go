@@ -146,9 +146,12 @@ func TestWorkflowDependencies(t *testing.T) {
 		if late.State != pgqueue.StateAvailable {
 			t.Fatalf("child of a completed parent %s, want available", late.State)
 		}
+		// EnqueueOpts.Workflow adds a job without dependencies.
+		extra, err := b.client.Enqueue(ctx, noteArgs{N: 3}, &pgqueue.EnqueueOpts{Workflow: res.Workflow})
+		must(t, err)
 		w, err := b.client.WorkflowGet(ctx, res.Workflow)
 		must(t, err)
-		if len(w.Jobs) != 3 || len(w.Edges) != 2 || w.Counts[pgqueue.StateCompleted] != 1 || w.Counts[pgqueue.StateAvailable] != 2 {
+		if len(w.Jobs) != 4 || w.Jobs[3].ID != extra.ID || len(w.Edges) != 2 || w.Counts[pgqueue.StateCompleted] != 1 || w.Counts[pgqueue.StateAvailable] != 3 {
 			t.Fatalf("workflow %d: %d jobs, %d edges, counts %v", w.ID, len(w.Jobs), len(w.Edges), w.Counts)
 		}
 	})
@@ -164,11 +167,18 @@ func TestWorkflowDependencies(t *testing.T) {
 		for i := range tooMany {
 			tooMany[i] = pgqueue.DependsOnJob(int64(i + 1))
 		}
+		tooLarge := make([]pgqueue.EnqueueManyParams, pgqueue.MaxWorkflowJobs+1)
+		for i := range tooLarge {
+			tooLarge[i] = dependent(i)
+		}
+		tooLarge[1] = dependent(1, pgqueue.DependsOnIndex(0))
 		cases := []struct {
 			name   string
 			params []pgqueue.EnqueueManyParams
 			want   error
 		}{
+			{"TooManyJobs", tooLarge, pgqueue.ErrWorkflowLimit},
+			{"NoSuchWorkflow", []pgqueue.EnqueueManyParams{{Args: noteArgs{}, Opts: &pgqueue.EnqueueOpts{Workflow: 12345}}}, pgqueue.ErrWorkflowNotFound},
 			{"Cycle", []pgqueue.EnqueueManyParams{
 				dependent(0), dependent(1, pgqueue.DependsOnIndex(3)), dependent(2, pgqueue.DependsOnIndex(1)), dependent(3, pgqueue.DependsOnIndex(2)),
 			}, pgqueue.ErrDependencyCycle},
@@ -183,7 +193,7 @@ func TestWorkflowDependencies(t *testing.T) {
 		}
 		for _, tc := range cases {
 			_, err := b.client.EnqueueMany(ctx, tc.params)
-			if !errors.Is(err, tc.want) || !errors.Is(err, pgqueue.ErrInvalid) {
+			if !errors.Is(err, tc.want) || (tc.want != pgqueue.ErrWorkflowNotFound && !errors.Is(err, pgqueue.ErrInvalid)) {
 				t.Errorf("%s: %v, want %v", tc.name, err, tc.want)
 			}
 			// In a caller's transaction: the transaction stays usable

@@ -40,6 +40,12 @@ var (
 	// matches ErrInvalid.
 	ErrWorkflowLimit error = &narrowError{msg: "pgqueue: workflow limit exceeded", broad: ErrInvalid}
 
+	// ErrWorkflowNotFound is returned by WorkflowGet, and by the Enqueue
+	// calls for a job whose EnqueueOpts.Workflow names it, when no job
+	// belongs to the workflow id: it never existed, or all its jobs were
+	// deleted (by JobDelete or by retention).
+	ErrWorkflowNotFound = errors.New("pgqueue: workflow not found")
+
 	// ErrSchemaOutdated is returned by Start when the schema's migrations
 	// are older than this version of pgqueue needs (or none, or a failed
 	// one): run Migrate first.

@@ -145,7 +145,7 @@ func (w *Writer) Workflow(ctx context.Context, tx pgx.Tx, src Source) (Result, e
 			wfID, held, n, MaxWorkflowJobs, pgqueuetype.ErrWorkflowLimit)
 	}
 	if joined != nil && held == 0 && len(parents) == 0 {
-		return Result{}, fmt.Errorf("enqueue workflow: workflow %d has no jobs: %w", workflow, pgqueuetype.ErrDependencyNotFound)
+		return Result{}, fmt.Errorf("enqueue workflow %d: %w", workflow, pgqueuetype.ErrWorkflowNotFound)
 	}
 
 	// Each job's state, parents first: pending counts the edges that still
