@@ -340,6 +340,30 @@ func TestWorkflowFencedRelease(t *testing.T) {
 		b.wantStates(t, []int64{child}, "available")
 	})
 
+	// A parent that completed, retried by hand and completed again, counts
+	// once for its child: the child still waits for its other parent.
+	t.Run("RetriedCompletedParentCountsOnce", func(t *testing.T) {
+		t.Parallel()
+		b := setupWorkflow(t)
+		ids := b.fanIn(t, 2, "")
+		p, child := ids[0], ids[2]
+		for range 2 {
+			var job *pgqueue.JobRow
+			for _, j := range b.claim(t) {
+				if j.ID == p {
+					job = j
+				}
+			}
+			b.complete(t, job)
+			_, err := b.client.JobRetry(ctx, p)
+			must(t, err)
+		}
+		b.wantStates(t, []int64{child}, "blocked")
+		if n := b.pending(t, child); n != 1 {
+			t.Fatalf("child waits for %d parents, want 1", n)
+		}
+	})
+
 	// CompleteTx releases the children in the caller's transaction: not at
 	// all if it rolls back, at its commit otherwise; a stale CompleteTx
 	// releases nothing.
