@@ -53,6 +53,16 @@
 // the jobs back to learn what landed. (internal/completer;
 // internal/jobsql/outcome.go.)
 //
+// Workflows. A job enqueued with [EnqueueOpts.DependsOn] is blocked,
+// invisible to claims, until the jobs it depends on have completed: the
+// fenced statement that completes the last of them releases it, in the
+// same transaction, so a stale completion never does. [ParentFailurePolicy]
+// says what a parent's discard or cancellation does to it;
+// [Client.WorkflowGet] reads a workflow, [ParentOutputs] a handler's
+// parents' outputs, and [Client.EnqueueBatch] adds a callback that runs
+// once a batch has finished. (workflow.go; internal/enqueue/workflow.go;
+// migrations/000012_workflows.up.sql.)
+//
 // Maintenance. One client per schema, elected on a pglock lease lock, makes
 // due scheduled jobs available and rescues running jobs whose lease
 // expired, giving each a new fence. It also enqueues the periodic jobs

@@ -50,8 +50,28 @@ type EnqueueOpts struct {
 	// 255 bytes of valid UTF-8 without NUL bytes.
 	SequenceKey string
 	// Unique, when set, makes the job unique: it is not inserted while an
-	// equal job exists (see UniqueOpts).
+	// equal job exists (see UniqueOpts). A unique job cannot take part in
+	// a workflow.
 	Unique *UniqueOpts
+	// DependsOn are the jobs this job waits for: it is inserted blocked,
+	// invisible to claims, and becomes available (or scheduled, if RunAt
+	// is ahead) in the transaction that completes the last of them. See
+	// docs/concepts/workflows.md. At most MaxJobDependencies; a cycle is
+	// ErrDependencyCycle, a job that does not exist ErrDependencyNotFound,
+	// and nothing is written.
+	DependsOn []Dependency
+	// OnParentFailure is the policy of the job's dependencies that set
+	// none (Dependency.OnFailure): what the job does when a job it depends
+	// on is discarded or cancelled. Default ParentFailureCancel.
+	OnParentFailure ParentFailurePolicy
+	// Name names the job within its EnqueueMany batch, for the other jobs
+	// of the batch to depend on (DependsOnName). Empty for none. Names are
+	// not stored.
+	Name string
+	// Workflow adds the job to an existing workflow (an
+	// EnqueueManyResult.Workflow). Zero: a job that depends on jobs joins
+	// their workflow, or its batch makes a new one.
+	Workflow int64
 }
 
 // EnqueueResult is what Enqueue did: the job it inserted, or, for a unique
@@ -72,6 +92,12 @@ type EnqueueManyResult struct {
 	// jobs not inserted because an equal job existed: in the table, or
 	// earlier in params.
 	Duplicates []int
+	// IDs are the jobs' ids, in params' order, and Workflow the workflow
+	// they belong to (see WorkflowGet): set only for a batch in which some
+	// job has DependsOn, a Name or a Workflow. Other batches do not read
+	// their ids back.
+	IDs      []int64
+	Workflow int64
 }
 
 // EnqueueManyParams is one job of EnqueueMany.
@@ -130,6 +156,12 @@ func resolveOpts(args JobArgs, opts *EnqueueOpts) *EnqueueOpts {
 	if opts.Unique != nil {
 		o.Unique = opts.Unique
 	}
+	if opts.DependsOn != nil {
+		o.DependsOn = opts.DependsOn
+	}
+	o.OnParentFailure = cmp.Or(opts.OnParentFailure, o.OnParentFailure)
+	o.Name = cmp.Or(opts.Name, o.Name)
+	o.Workflow = cmp.Or(opts.Workflow, o.Workflow)
 	return &o
 }
 
@@ -165,6 +197,7 @@ func newInsertParams(args JobArgs, opts *EnqueueOpts, p *EnqueueParams) error {
 		Queue: cmp.Or(opts.Queue, QueueDefault), Priority: opts.Priority, RunAt: opts.RunAt, MaxAttempts: opts.MaxAttempts,
 		Tags: opts.Tags, Meta: opts.Meta, SingletonKey: opts.SingletonKey,
 		PartitionKey: opts.PartitionKey, SequenceKey: opts.SequenceKey, Unique: opts.Unique,
+		DependsOn: opts.DependsOn, OnParentFailure: opts.OnParentFailure, Name: opts.Name, Workflow: opts.Workflow,
 	}
 	return nil
 }
@@ -177,6 +210,7 @@ func (p *EnqueueParams) params(out *enqueue.Params) {
 		Queue: p.Queue, Priority: p.Priority, RunAt: p.RunAt, MaxAttempts: p.MaxAttempts,
 		Tags: p.Tags, Meta: p.Meta, SingletonKey: p.SingletonKey,
 		PartitionKey: p.PartitionKey, SequenceKey: p.SequenceKey, Unique: (*enqueue.Unique)(p.Unique),
+		DependsOn: deps(p.DependsOn), OnParentFailure: string(p.OnParentFailure), Name: p.Name, Workflow: p.Workflow,
 	}
 }
 
@@ -195,6 +229,7 @@ func jobParams(args JobArgs, opts *EnqueueOpts, p *enqueue.Params) error {
 		Queue: opts.Queue, Priority: opts.Priority, RunAt: opts.RunAt, MaxAttempts: opts.MaxAttempts,
 		Tags: opts.Tags, Meta: opts.Meta, SingletonKey: opts.SingletonKey,
 		PartitionKey: opts.PartitionKey, SequenceKey: opts.SequenceKey, Unique: (*enqueue.Unique)(opts.Unique),
+		DependsOn: deps(opts.DependsOn), OnParentFailure: string(opts.OnParentFailure), Name: opts.Name, Workflow: opts.Workflow,
 	}
 	return nil
 }
@@ -319,7 +354,7 @@ func (c *Client) enqueueMany(ctx context.Context, tx pgx.Tx, params []EnqueueMan
 	if err != nil {
 		return nil, nil, err
 	}
-	return &EnqueueManyResult{Enqueued: res.Enqueued, Duplicates: res.Duplicates}, res.Queues, nil
+	return &EnqueueManyResult{Enqueued: res.Enqueued, Duplicates: res.Duplicates, IDs: res.IDs, Workflow: res.Workflow}, res.Queues, nil
 }
 
 // manySource is params, resolved already, as the writer reads a batch:
@@ -328,6 +363,9 @@ func manySource(params []EnqueueManyParams) enqueue.Source {
 	return enqueue.Source{
 		N:      len(params),
 		Unique: slices.ContainsFunc(params, func(p EnqueueManyParams) bool { return p.Opts != nil && p.Opts.Unique != nil }),
+		Workflow: slices.ContainsFunc(params, func(p EnqueueManyParams) bool {
+			return p.Opts != nil && (len(p.Opts.DependsOn) > 0 || p.Opts.Name != "" || p.Opts.Workflow != 0)
+		}),
 		Later:  func(i int) bool { return params[i].Opts != nil && !params[i].Opts.RunAt.IsZero() },
 		Params: func(i int, p *enqueue.Params) error { return jobParams(params[i].Args, params[i].Opts, p) },
 	}
@@ -347,21 +385,26 @@ func (c *Client) enqueueManyMiddleware(ctx context.Context, tx pgx.Tx, params []
 		ps[i] = &store[i]
 	}
 	var queues map[string]bool
+	var ids []int64
+	var workflow int64
 	res, err := c.runEnqueueMiddleware(ctx, ps, func(ctx context.Context) (*EnqueuedJobs, error) {
 		r, err := c.enq.Many(ctx, tx, enqueue.Source{
 			N:      len(ps),
 			Unique: slices.ContainsFunc(ps, func(p *EnqueueParams) bool { return p.Unique != nil }),
+			Workflow: slices.ContainsFunc(ps, func(p *EnqueueParams) bool {
+				return len(p.DependsOn) > 0 || p.Name != "" || p.Workflow != 0
+			}),
 			Later:  func(i int) bool { return !ps[i].RunAt.IsZero() },
 			Params: func(i int, p *enqueue.Params) error { ps[i].params(p); return nil },
 		})
 		if err != nil {
 			return nil, err
 		}
-		queues = r.Queues
+		queues, ids, workflow = r.Queues, r.IDs, r.Workflow
 		return &EnqueuedJobs{Enqueued: r.Enqueued, Duplicates: r.Duplicates}, nil
 	})
 	if err != nil {
 		return nil, nil, err
 	}
-	return &EnqueueManyResult{Enqueued: res.Enqueued, Duplicates: res.Duplicates}, queues, nil
+	return &EnqueueManyResult{Enqueued: res.Enqueued, Duplicates: res.Duplicates, IDs: ids, Workflow: workflow}, queues, nil
 }

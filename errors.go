@@ -19,6 +19,11 @@ var (
 	ErrJobLeaseLost   = pgqueuetype.ErrJobLeaseLost
 	ErrJobCancelled   = pgqueuetype.ErrJobCancelled
 	ErrStopping       = pgqueuetype.ErrStopping
+
+	ErrDependencyCycle    = pgqueuetype.ErrDependencyCycle
+	ErrDependencyNotFound = pgqueuetype.ErrDependencyNotFound
+	ErrWorkflowLimit      = pgqueuetype.ErrWorkflowLimit
+	ErrWorkflowNotFound   = pgqueuetype.ErrWorkflowNotFound
 )
 
 // The errors of the public API itself. Match them with errors.Is; the
@@ -69,8 +74,9 @@ var (
 	// changed; the other job is the one that runs.
 	ErrUniqueConflict = errors.New("pgqueue: unique key held by another job")
 
-	// ErrNoJobContext is returned by RecordOutput and RecordProgress when
-	// the context is not a running job's (or derived from one).
+	// ErrNoJobContext is returned by RecordOutput, RecordProgress and
+	// ParentOutputs when the context is not a running job's (or derived
+	// from one).
 	ErrNoJobContext = errors.New("pgqueue: not a job's context")
 
 	// ErrPoolerExecMode is returned by Start when the pool goes through a

@@ -178,6 +178,12 @@ func runExecModeFlows(t *testing.T, pool *pgxpool.Pool) {
 	if res, err := c.EnqueueMany(ctx, big); err != nil || res.Enqueued != 100 {
 		t.Fatalf("enqueue many (COPY): %+v, %v", res, err)
 	}
+	// A workflow: a batch with a dependency, and one more job after it.
+	flow, err := c.EnqueueMany(ctx, []pgqueue.EnqueueManyParams{{Args: modeArgs{N: 7, Do: "ok"}},
+		{Args: modeArgs{N: 8, Do: "ok"}, Opts: &pgqueue.EnqueueOpts{DependsOn: []pgqueue.Dependency{pgqueue.DependsOnIndex(0)}}}})
+	must(t, err)
+	last, err := c.Enqueue(ctx, modeArgs{N: 9, Do: "ok"}, &pgqueue.EnqueueOpts{DependsOn: []pgqueue.Dependency{pgqueue.DependsOnJob(flow.IDs[1])}})
+	must(t, err)
 	cancelled, err := c.Enqueue(ctx, modeArgs{N: 5, Do: "cancel"}, nil)
 	must(t, err)
 
@@ -190,8 +196,9 @@ func runExecModeFlows(t *testing.T, pool *pgxpool.Pool) {
 	_, err = c.JobCancel(ctx, cancelled.ID)
 	must(t, err)
 	waitState(t, pool, cancelled.ID, "cancelled")
-	// 4 singles, 1 in a tx, 2 unique, 10 small, 100 COPY and the periodic.
-	const completed = 4 + 1 + 2 + 10 + 100 + 1
+	// 4 singles, 1 in a tx, 2 unique, 10 small, 100 COPY, the periodic and
+	// the workflow's 3.
+	const completed = 4 + 1 + 2 + 10 + 100 + 1 + 3
 	waitFor(t, "every job completed", func() bool { return countJobs(t, pool, "state = 'completed'") == completed })
 	if s := readJob(t, pool, held.ID); s.state != "available" {
 		t.Fatalf("job on a paused queue is %s", s.state)
@@ -199,6 +206,9 @@ func runExecModeFlows(t *testing.T, pool *pgxpool.Pool) {
 	must(t, c.QueueResume(ctx, "paused"))
 	waitState(t, pool, held.ID, "completed")
 
+	if w, err := c.WorkflowGet(ctx, flow.Workflow); err != nil || !w.Done() || len(w.Jobs) != 3 || w.Jobs[2].ID != last.ID {
+		t.Fatalf("workflow: %+v, %v", w, err)
+	}
 	if s := readJob(t, pool, ids[1]); s.attempt != 2 || len(s.errors) != 1 {
 		t.Fatalf("retried job: attempt %d, errors %v", s.attempt, s.errors)
 	}

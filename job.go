@@ -41,6 +41,7 @@ const (
 
 // The job states. completed, discarded and cancelled are final.
 const (
+	StateBlocked   = pgqueuetype.StateBlocked
 	StateScheduled = pgqueuetype.StateScheduled
 	StateAvailable = pgqueuetype.StateAvailable
 	StateRunning   = pgqueuetype.StateRunning

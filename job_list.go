@@ -50,7 +50,7 @@ type JobListParams struct {
 	// Kinds lists only jobs of these kinds.
 	Kinds []string
 	// States lists only jobs in these states. A value that is not one of
-	// the six states is ErrInvalid.
+	// the seven states is ErrInvalid.
 	States []JobState
 	// Tags lists only jobs that carry all of these tags.
 	Tags []string
@@ -168,7 +168,7 @@ func jobListStates(states []JobState) ([]string, error) {
 	out := make([]string, len(states))
 	for i, s := range states {
 		switch s {
-		case StateScheduled, StateAvailable, StateRunning, StateCompleted, StateDiscarded, StateCancelled:
+		case StateBlocked, StateScheduled, StateAvailable, StateRunning, StateCompleted, StateDiscarded, StateCancelled:
 		default:
 			return nil, fmt.Errorf("pgqueue: job list: %w option: unknown job state %q", ErrInvalid, s)
 		}

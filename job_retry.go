@@ -15,8 +15,10 @@ import (
 //
 // A completed, discarded or cancelled job, or a scheduled one, becomes
 // available at once (run_at now, finalized_at and cancel_requested_at
-// cleared), and the workers of its queue are woken at commit. An available
-// job is returned as it is. A running job is left alone, its holder's fence
+// cleared), and the workers of its queue are woken at commit; one that
+// still waits for jobs it depends on becomes blocked instead, and the jobs
+// its failure cancelled wait for it again (see EnqueueOpts.DependsOn). An
+// available or blocked job is returned as it is. A running job is left alone, its holder's fence
 // and lease untouched: ErrJobRunning (cancel it with JobCancel first). No
 // job with the id: ErrJobNotFound.
 //
@@ -71,7 +73,7 @@ func (c *Client) jobRetry(ctx context.Context, db rowQuerier, id int64) (*JobRow
 	switch {
 	case job == nil:
 		return nil, fmt.Errorf("pgqueue: %s: %w", op, ErrJobNotFound)
-	case retried || job.State == StateAvailable:
+	case retried || job.State == StateAvailable || job.State == StateBlocked:
 		return job, nil
 	default:
 		// Running when the update looked at it (it may have finished since).
@@ -87,7 +89,7 @@ type JobManyResult struct {
 	// cancelled.
 	Changed []int64
 	// Unchanged holds the jobs JobRetryMany left as they were because they
-	// were available already, and those JobCancelMany left because they
+	// were available already (or blocked, waiting for their parents), and those JobCancelMany left because they
 	// had ended already (completed, discarded or cancelled). JobDeleteMany
 	// leaves it empty.
 	Unchanged []int64
@@ -149,6 +151,11 @@ func (c *Client) jobRetryMany(ctx context.Context, db rowQuerier, ids []int64) (
 	outcomes := map[int64]string{}
 	queues := map[string]bool{}
 	_, err = pgx.ForEachRow(rows, []any{&id, &queue, &result}, func() error {
+		if result == string(StateBlocked) {
+			// Waiting for its parents, as an available job waits for a
+			// worker: left as it is.
+			result = string(StateAvailable)
+		}
 		outcomes[id] = result
 		if result == "retried" {
 			queues[queue] = true

@@ -50,6 +50,12 @@ type EnqueueParams struct {
 	SequenceKey string
 	// Unique makes the job unique, nil for none.
 	Unique *UniqueOpts
+	// DependsOn, OnParentFailure, Name and Workflow place the job in a
+	// workflow, as the EnqueueOpts fields of the same names.
+	DependsOn       []Dependency
+	OnParentFailure ParentFailurePolicy
+	Name            string
+	Workflow        int64
 }
 
 // EnqueuedJobs is what an enqueue did, as enqueue middleware sees it.
@@ -185,4 +191,5 @@ func (c *Client) runEnqueueMiddleware(ctx context.Context, jobs []*EnqueueParams
 func paramsForMiddleware(p *EnqueueParams) {
 	p.Tags = slices.Clone(p.Tags)
 	p.Meta = maps.Clone(p.Meta)
+	p.DependsOn = slices.Clone(p.DependsOn)
 }

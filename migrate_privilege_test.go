@@ -127,6 +127,10 @@ func TestFeatureSetAsAppRole(t *testing.T) {
 	must(t, err)
 	_, err = c.EnqueueMany(ctx, batch[:2])
 	must(t, err)
+	// A workflow: the child released by its parent's completion.
+	flow, err := c.EnqueueMany(ctx, []pgqueue.EnqueueManyParams{{Args: privArgs{N: 2000}},
+		{Args: privArgs{N: 2001}, Opts: &pgqueue.EnqueueOpts{DependsOn: []pgqueue.Dependency{pgqueue.DependsOnIndex(0)}}}})
+	must(t, err)
 	failing, err := c.Enqueue(ctx, privArgs{N: -1}, &pgqueue.EnqueueOpts{MaxAttempts: 1})
 	must(t, err)
 	later, err := c.Enqueue(ctx, privArgs{N: 2}, &pgqueue.EnqueueOpts{RunAt: time.Now().Add(time.Hour)})
@@ -139,7 +143,7 @@ func TestFeatureSetAsAppRole(t *testing.T) {
 
 	must(t, c.Start(ctx))
 	t.Cleanup(func() { _ = c.Stop(context.Background()) })
-	want := 1 + pgqueue.CopyThreshold + 2 + 1 // stuck, COPY, small batch, periodic
+	want := 1 + pgqueue.CopyThreshold + 2 + 1 + 2 // stuck, COPY, small batch, periodic, workflow
 	seen := map[int]int{}
 	for range want {
 		select {
@@ -149,8 +153,12 @@ func TestFeatureSetAsAppRole(t *testing.T) {
 			t.Fatalf("ran %d of %d jobs: %v", len(seen), want, seen)
 		}
 	}
-	if seen[1] != 1 || seen[1000] != 1 {
-		t.Fatalf("rescued or periodic job did not run once: %v", seen)
+	if seen[1] != 1 || seen[1000] != 1 || seen[2001] != 1 {
+		t.Fatalf("rescued, periodic or workflow job did not run once: %v", seen)
+	}
+	waitState(t, owner, flow.IDs[1], "completed")
+	if w, err := c.WorkflowGet(ctx, flow.Workflow); err != nil || !w.Done() {
+		t.Fatalf("WorkflowGet: %v", err)
 	}
 	waitState(t, owner, failing.ID, "discarded")
 	if _, err := c.JobRetry(ctx, failing.ID); err != nil {

@@ -21,6 +21,31 @@ var (
 	// progress exceeds Config.MaxOutputSize. It also matches ErrInvalid.
 	ErrTooLarge error = &narrowError{msg: "pgqueue: too large", broad: ErrInvalid}
 
+	// ErrDependencyCycle is returned by the Enqueue calls when the
+	// dependencies of a batch's jobs form a cycle (a job waiting, directly
+	// or through others, for itself): nothing is written. The wrapping
+	// error names a job of the cycle. It also matches ErrInvalid.
+	ErrDependencyCycle error = &narrowError{msg: "pgqueue: dependency cycle", broad: ErrInvalid}
+
+	// ErrDependencyNotFound is returned by the Enqueue calls when a job
+	// depends on a job that does not exist: an id no job has (never
+	// inserted, or deleted), a position outside the batch, or a name no
+	// job of the batch has. Nothing is written. It also matches
+	// ErrInvalid.
+	ErrDependencyNotFound error = &narrowError{msg: "pgqueue: dependency not found", broad: ErrInvalid}
+
+	// ErrWorkflowLimit is returned by the Enqueue calls when a job would
+	// depend on more than MaxJobDependencies jobs, or a workflow would
+	// hold more than MaxWorkflowJobs jobs. Nothing is written. It also
+	// matches ErrInvalid.
+	ErrWorkflowLimit error = &narrowError{msg: "pgqueue: workflow limit exceeded", broad: ErrInvalid}
+
+	// ErrWorkflowNotFound is returned by WorkflowGet, and by the Enqueue
+	// calls for a job whose EnqueueOpts.Workflow names it, when no job
+	// belongs to the workflow id: it never existed, or all its jobs were
+	// deleted (by JobDelete or by retention).
+	ErrWorkflowNotFound = errors.New("pgqueue: workflow not found")
+
 	// ErrSchemaOutdated is returned by Start when the schema's migrations
 	// are older than this version of pgqueue needs (or none, or a failed
 	// one): run Migrate first.

@@ -15,6 +15,8 @@ type JobArgs interface {
 
 // JobState is the state of a job row.
 //
+//	blocked ──(parents completed)──┐
+//	                               ▼
 //	scheduled ──(run_at due)──▶ available ──(claim)──▶ running ──▶ completed
 //	    ▲                                                 │  ├──▶ cancelled
 //	    └──────────── retry after backoff / snooze ◀──────┘  └──▶ discarded
@@ -22,6 +24,11 @@ type JobState string
 
 // The job states. completed, discarded and cancelled are final.
 const (
+	// StateBlocked jobs wait for the jobs they depend on to complete
+	// (EnqueueOpts.DependsOn); the last parent's completion makes them
+	// available (or scheduled, when their RunAt is ahead). No claim
+	// reads them.
+	StateBlocked JobState = "blocked"
 	// StateScheduled jobs wait for run_at: a future first run, a retry
 	// after backoff, or a snooze.
 	StateScheduled JobState = "scheduled"

@@ -22,7 +22,7 @@ import (
 	"github.com/pgqueue/pgqueue/internal/pgserver"
 )
 
-const benchUsage = `Usage: pgqueue bench [flags] burn-down | sustained | idle | prune | limit | sequence
+const benchUsage = `Usage: pgqueue bench [flags] burn-down | sustained | idle | prune | limit | sequence | workflow
 
 Measures pgqueue on no-op jobs, in a schema of its own that it empties first
 (never point --schema at real jobs):
@@ -58,6 +58,12 @@ Measures pgqueue on no-op jobs, in a schema of its own that it empties first
 	sequence   enqueue --sequences sequences of --per-sequence jobs each,
 	           work them as limit does, report jobs/s and check from the
 	           database that each sequence ran one job at a time, in order
+	workflow   time --jobs independent jobs (default 10000), then the same
+	           number as one workflow of each --shape, worked by one client
+	           of --workers workers (default 100); report each shape's
+	           jobs/s against the independent jobs' and, by the database,
+	           the time from a job's last parent completing to its start
+	           (p50, p95, max); with --rounds, alternating
 
 Every report starts with the server settings that decide throughput.
 Without a database URL it starts a throwaway server from the local
@@ -116,6 +122,10 @@ Flags:
 	--job-duration D    limit, sequence: each job sleeps D (default 50ms)
 	--sequences N       sequence: how many sequence keys (default 100)
 	--per-sequence N    sequence: jobs per sequence key (default 100)
+	--shape LIST        workflow: fan-out (1 → the rest), fan-in (the rest
+	                    → 1; at most 10001 jobs), layered (20 layers, each
+	                    job after 3 of the layer above), chain, or all
+	                    (default)
 	--interval D        sustained: the report's interval (default 1m)
 	--retention D       sustained, burn-down: the client prunes finished
 	                    jobs older than D, at the library's default prune
@@ -160,6 +170,8 @@ type benchArgs struct {
 	rows, pruneBacklog int
 	prune              bool
 	retention          time.Duration
+	// workflow runs
+	shapes []string
 }
 
 // layout is one way of spreading the work: processes × workers, and the
@@ -232,17 +244,21 @@ func parseBenchArgs(args []string) (benchArgs, error) {
 	fs.IntVar(&a.poolConns, "pool-conns", 0, "")
 	fs.DurationVar(&a.ahead, "claim-ahead", 0, "")
 	fs.BoolVar(&a.unsafe, "unsafe-fsync-off", false, "")
+	shape := fs.String("shape", "all", "")
 	pos, err := parseInterspersed(fs, args)
 	switch {
 	case err != nil:
 		return a, err
 	case len(pos) != 1:
-		return a, usagef("bench takes one mode: burn-down, sustained, idle, prune, limit or sequence")
-	case !slices.Contains([]string{"burn-down", "sustained", "idle", "prune", "limit", "sequence"}, pos[0]):
+		return a, usagef("bench takes one mode: burn-down, sustained, idle, prune, limit, sequence or workflow")
+	case !slices.Contains([]string{"burn-down", "sustained", "idle", "prune", "limit", "sequence", "workflow"}, pos[0]):
 		return a, usagef("unknown bench mode %q", pos[0])
 	}
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if err := a.parseWorkflow(pos[0], set, *shape); err != nil {
+		return a, err
+	}
 	flow := pos[0] == "limit" || pos[0] == "sequence"
 	if err := a.parseFlow(pos[0], set, *rate); err != nil {
 		return a, err
@@ -264,8 +280,10 @@ func parseBenchArgs(args []string) (benchArgs, error) {
 		return a, usagef("--duration and --interval must be positive")
 	case a.processes < 1 || a.rounds < 1 || a.poolConns < 0:
 		return a, usagef("--processes and --rounds must be at least 1, --pool-conns not negative")
-	case (a.processes > 1 || a.rounds > 1) && pos[0] != "burn-down" && !flow:
-		return a, usagef("--processes and --rounds go with burn-down, limit and sequence")
+	case a.processes > 1 && pos[0] == "workflow":
+		return a, usagef("--processes does not go with workflow: one client works the workflow")
+	case (a.processes > 1 || a.rounds > 1) && pos[0] != "burn-down" && pos[0] != "workflow" && !flow:
+		return a, usagef("--processes and --rounds go with burn-down, limit and sequence (--rounds with workflow too)")
 	case *layouts != "" && pos[0] != "burn-down":
 		return a, usagef("--layouts goes with burn-down")
 	case a.profile != "" && flow:
@@ -350,6 +368,29 @@ func (a *benchArgs) parseFlow(mode string, set map[string]bool, rate string) err
 		return usagef("limit needs a limit: --max-running, --per-key (with --keys) or --rate M/PERIOD")
 	}
 	return nil
+}
+
+// parseWorkflow reads --shape, which goes with the workflow mode only, and
+// sets that mode's defaults: 10,000 jobs, 100 workers.
+func (a *benchArgs) parseWorkflow(mode string, set map[string]bool, shape string) error {
+	if mode != "workflow" {
+		if set["shape"] {
+			return usagef("--shape goes with workflow")
+		}
+		return nil
+	}
+	if set["raw"] || set["layouts"] || set["filler"] || set["prune"] || set["prune-backlog"] || set["retention"] {
+		return usagef("workflow takes --jobs, --workers, --shape, --rounds, --pool-conns and --claim-ahead")
+	}
+	if !set["jobs"] {
+		a.jobs = 10_000
+	}
+	if !set["workers"] {
+		a.workers = 100
+	}
+	shapes, err := parseShapes(shape)
+	a.shapes = shapes
+	return err
 }
 
 // runBench is the bench command.
@@ -476,6 +517,8 @@ func runBenchMode(ctx context.Context, a benchArgs, stdout, stderr io.Writer) (e
 		fmt.Fprintln(stdout, bench.SustainedReport(res))
 	case "limit", "sequence":
 		return runFlow(ctx, a, cfg, connString, stdout)
+	case "workflow":
+		return runWorkflowBench(ctx, a, cfg, stdout)
 	default:
 		return runBurnDown(ctx, a, cfg, connString, stdout)
 	}

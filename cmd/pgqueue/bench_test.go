@@ -76,6 +76,12 @@ func TestBenchArgs(t *testing.T) {
 		{[]string{"sequence", "--sequences", "0"}, false},
 		{[]string{"sequence", "--max-running", "4"}, false},
 		{[]string{"sequence", "--rate", "600/1m"}, false},
+		{[]string{"workflow"}, true},
+		{[]string{"workflow", "--shape", "fan-in,chain", "--jobs", "100", "--rounds", "2"}, true},
+		{[]string{"workflow", "--shape", "star"}, false},
+		{[]string{"workflow", "--processes", "2"}, false},
+		{[]string{"workflow", "--raw"}, false},
+		{[]string{"burn-down", "--shape", "chain"}, false},
 		{[]string{"burn-down", "--keys", "10"}, false},
 		{[]string{"sustained", "--job-duration", "10ms"}, false},
 		{[]string{"sustained", "--rate", "600/1m"}, false},
@@ -183,6 +189,25 @@ func TestBenchLimit(t *testing.T) {
 		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, out.String(), errOut.String())
 	}
 	for _, want := range []string{"sequence: 3 sequences of 4 jobs", "\nsequences         12 jobs in", "3 sequences, 12 jobs completed: order kept"} {
+		if !strings.Contains(out.String(), want) {
+			t.Fatalf("report lacks %q:\n%s", want, out.String())
+		}
+	}
+}
+
+// TestBenchWorkflow runs every workflow shape through the command and
+// checks the report.
+func TestBenchWorkflow(t *testing.T) {
+	skipInShortMode(t, "workflow runs through pgqueue bench")
+	db := pgtest.DB().NewDatabase(t)
+	var out, errOut bytes.Buffer
+	code := run(context.Background(), []string{"bench", "workflow", "--jobs", "300", "--workers", "20", "--database-url", db}, &out, &errOut)
+	if code != exitOK {
+		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, out.String(), errOut.String())
+	}
+	for _, want := range []string{"workflow: 300 jobs, 20 workers; shapes fan-out, fan-in, layered, chain",
+		"\nindependent ", "\nfan-out  ", "\nfan-in  ", "\nlayered  ", "\nchain  ", "  300 jobs in",
+		"release (last parent completed → child started), 299 jobs: p50 ", "/independent"} {
 		if !strings.Contains(out.String(), want) {
 			t.Fatalf("report lacks %q:\n%s", want, out.String())
 		}

@@ -9,7 +9,7 @@ import (
 const helpUsage = `Usage: pgqueue help [command]
 
 Shows the usage of pgqueue, or of one command: migrate, grants, jobs, queues,
-stats, locks, enqueue, version, demo, bench, ui or help.
+workflows, stats, locks, enqueue, version, demo, bench, ui or help.
 `
 
 // runHelp prints the usage asked for on stdout.
@@ -30,6 +30,8 @@ func runHelp(_ context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprint(stdout, jobsUsage)
 	case "queues":
 		fmt.Fprint(stdout, queuesUsage)
+	case "workflows":
+		fmt.Fprint(stdout, workflowsUsage)
 	case "stats":
 		fmt.Fprint(stdout, statsUsage)
 	case "locks":

@@ -38,8 +38,8 @@ comma-separated values):
 
 	--queue Q       only jobs of these queues
 	--kind K        only jobs of these kinds
-	--state S       only jobs in these states: scheduled, available,
-	                running, completed, discarded, cancelled
+	--state S       only jobs in these states: blocked, scheduled,
+	                available, running, completed, discarded, cancelled
 	--tag T         only jobs carrying all of these tags
 	--args JSON     only jobs whose args contain this JSON object
 	--created-after T, --created-before T
@@ -150,7 +150,7 @@ func (f *filterFlags) set() bool {
 func (f *filterFlags) apply(p *pgqueue.JobListParams) error {
 	for _, s := range f.states {
 		switch st := pgqueue.JobState(s); st {
-		case pgqueue.StateScheduled, pgqueue.StateAvailable, pgqueue.StateRunning,
+		case pgqueue.StateBlocked, pgqueue.StateScheduled, pgqueue.StateAvailable, pgqueue.StateRunning,
 			pgqueue.StateCompleted, pgqueue.StateDiscarded, pgqueue.StateCancelled:
 			p.States = append(p.States, st)
 		default:
@@ -668,7 +668,7 @@ func jobsControl(ctx context.Context, verb string, args []string, stdout io.Writ
 		}
 	} else {
 		done := map[string]string{"retry": "retried", "cancel": "cancelled", "delete": "deleted"}[verb]
-		unchanged := map[string]string{"retry": "already available", "cancel": "already completed or discarded, unchanged"}[verb]
+		unchanged := map[string]string{"retry": "already available or blocked", "cancel": "already completed or discarded, unchanged"}[verb]
 		printIDs(stdout, done, res.Done)
 		printIDs(stdout, unchanged, res.Unchanged)
 		printIDs(stdout, "running, cancel requested (its worker stops it)", res.Requested)
@@ -741,7 +741,7 @@ func jobsControlByFilter(ctx context.Context, client *pgqueue.Client, verb strin
 	} else {
 		done := map[string]string{"retry": "retried", "cancel": "cancelled", "delete": "deleted"}[verb]
 		fmt.Fprintf(stdout, "%s: %d\n", done, c.Done)
-		printCount(stdout, map[string]string{"retry": "already available", "cancel": "already completed, discarded or cancelled, unchanged"}[verb], c.Unchanged)
+		printCount(stdout, map[string]string{"retry": "already available or blocked", "cancel": "already completed, discarded or cancelled, unchanged"}[verb], c.Unchanged)
 		printCount(stdout, "running, cancel requested (their workers stop them)", c.Requested)
 		printCount(stdout, "running, refused (cancel them first)", c.Running)
 	}

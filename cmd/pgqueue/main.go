@@ -11,6 +11,7 @@
 //	          pgqueue migrate up | down N | down --all | version | force V
 //	jobs      list, get, retry, cancel or delete jobs
 //	queues    list, pause, resume or limit queues
+//	workflows show a workflow: its jobs by state and what each waits for
 //	stats     queues, recent throughput and running jobs (--watch)
 //	locks     lease locks and the advisory locks held right now
 //	enqueue   enqueue one job: pgqueue enqueue KIND ARGS-JSON
@@ -64,6 +65,7 @@ Commands:
 	grants    print the SQL granting a role what an application needs
 	jobs      list, get, retry, cancel or delete jobs
 	queues    list, pause, resume or limit queues
+	workflows show a workflow: its jobs by state and what each waits for
 	stats     queues, recent throughput and running jobs (--watch)
 	locks     lease locks and the advisory locks held right now
 	enqueue   enqueue one job: pgqueue enqueue KIND ARGS-JSON
@@ -104,6 +106,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return runJobs(ctx, rest, stdout, stderr)
 	case "queues":
 		return runQueues(ctx, rest, stdout, stderr)
+	case "workflows":
+		return runWorkflows(ctx, rest, stdout, stderr)
 	case "stats":
 		return runStats(ctx, rest, stdout, stderr)
 	case "locks":

@@ -42,6 +42,17 @@ type Params struct {
 	SequenceKey string
 	// Unique makes the job unique; nil for none.
 	Unique *Unique
+	// Name names the job for the dependencies of the other jobs of its
+	// batch; empty for none.
+	Name string
+	// DependsOn are the jobs it waits for; a job with any is written
+	// through Writer.Workflow.
+	DependsOn []Dep
+	// OnParentFailure is the policy of its dependencies that set none
+	// ("cancel", "run" or "wait"); empty means "cancel".
+	OnParentFailure string
+	// Workflow is the existing workflow the job joins; 0 for none.
+	Workflow int64
 }
 
 // Job is one job checked and encoded, as it is written: its fields are

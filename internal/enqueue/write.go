@@ -56,6 +56,10 @@ type Source struct {
 	// Unique says whether some job is unique: those cannot go through
 	// COPY.
 	Unique bool
+	// Workflow says whether some job depends on others, is named for
+	// others to depend on, or joins a workflow: the batch is then written
+	// by Workflow.
+	Workflow bool
 	// Later says whether job i has a RunAt, before it is filled in.
 	Later func(i int) bool
 	// Params fills p with job i. p is reused from job to job: Params
@@ -72,6 +76,10 @@ type Result struct {
 	Duplicates []int
 	// Queues are the queues to wake once the batch is committed.
 	Queues map[string]bool
+	// IDs are the jobs' ids in the batch's order, and Workflow their
+	// workflow: for a batch with dependencies only (Source.Workflow).
+	IDs      []int64
+	Workflow int64
 }
 
 // dbError wraps a database error with the operation, as the root's
@@ -87,6 +95,10 @@ func (w *Writer) One(ctx context.Context, db DB, p *Params) (row *pgqueuetype.Jo
 	var job Job
 	if err := w.Encode(p, "", &job); err != nil {
 		return nil, false, err
+	}
+	if p.IsWorkflow() {
+		row, err := w.WorkflowOne(ctx, db, p)
+		return row, false, err
 	}
 	if job.unique != nil {
 		return w.insertUnique(ctx, db, &job)
@@ -120,6 +132,9 @@ func (w *Writer) One(ctx context.Context, db DB, p *Params) (row *pgqueuetype.Jo
 // result's Queues are those of all the jobs (of the jobs due now, for
 // COPY).
 func (w *Writer) Many(ctx context.Context, tx pgx.Tx, src Source) (Result, error) {
+	if src.Workflow {
+		return w.Workflow(ctx, tx, src)
+	}
 	if src.N >= CopyThreshold && !src.Unique {
 		return w.Copy(ctx, tx, src, nil)
 	}

@@ -58,6 +58,10 @@ type Queries struct {
 	QueuePause, QueueResume, QueueList               string
 	QueueSetLimits, QueueHeld                        string
 	JobCancelMany                                    string
+	// workflows
+	WorkflowParents, WorkflowReserve, InsertWorkflow string
+	WorkflowJobs, WorkflowEdges, JobParentOutputs    string
+	JobRow, JobParentCounts                          string
 	// maintenance
 	Schedule, RescueCandidates, Rescue           string
 	Prune                                        string
@@ -90,7 +94,10 @@ func Load(schema string) (*Queries, error) {
 		"job_retry": &q.JobRetry, "job_retry_many": &q.JobRetryMany, "job_delete": &q.JobDelete, "job_delete_many": &q.JobDeleteMany,
 		"queue_pause": &q.QueuePause, "queue_resume": &q.QueueResume, "queue_list": &q.QueueList,
 		"queue_set_limits": &q.QueueSetLimits, "queue_held": &q.QueueHeld,
-		"job_cancel_many": &q.JobCancelMany,
+		"job_cancel_many":  &q.JobCancelMany,
+		"workflow_parents": &q.WorkflowParents, "workflow_reserve": &q.WorkflowReserve, "insert_workflow": &q.InsertWorkflow,
+		"workflow_jobs": &q.WorkflowJobs, "workflow_edges": &q.WorkflowEdges, "job_parent_outputs": &q.JobParentOutputs,
+		"job_row": &q.JobRow, "job_parent_counts": &q.JobParentCounts,
 	})
 	if err != nil {
 		return nil, err

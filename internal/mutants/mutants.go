@@ -152,6 +152,25 @@ var mutants = []mutant{
 		old: "        ON CONFLICT (unique_key) WHERE unique_key IS NOT NULL AND state = ANY (unique_states) DO NOTHING\n", new: "",
 		tests: []testRun{{pkg: "./", run: "TestEnqueueSQL"}}},
 
+	// Workflows: only a fenced end releases, each edge once, by its policy.
+	{name: "workflow-settle-resolves-edges-twice", file: "migrations/000012_workflows.up.sql",
+		old: "              AND NOT d.resolved\n            RETURNING d.child_id", new: "            RETURNING d.child_id",
+		tests: []testRun{{pkg: "./", run: "TestWorkflowFencedRelease"}}},
+	{name: "complete_many-settles-unfenced-jobs", file: "internal/jobsql/sql/complete_many.sql",
+		old:   "    FROM done WHERE has_children HAVING count(*) > 0\n",
+		new:   "    FROM (SELECT j.id, true AS has_children FROM {{schema}}.jobs j WHERE j.id = ANY ($1::bigint[])) done WHERE has_children HAVING count(*) > 0\n",
+		tests: []testRun{{pkg: "./", run: "TestWorkflowFencedRelease"}}},
+	{name: "workflow-cancel-policy-ignored", file: "migrations/000012_workflows.up.sql",
+		old: "AND d.on_failure = 'cancel' AND NOT d.resolved))", new: "AND false))",
+		tests: []testRun{{pkg: "./", run: "TestWorkflowFailurePolicy"}}},
+	{name: "workflow-retry-does-not-resume", file: "internal/jobsql/sql/job_retry.sql",
+		old:   "    SELECT {{schema}}.workflow_resume(array_agg(id)) FROM retried WHERE has_children HAVING count(*) > 0\n",
+		new:   "    SELECT 0 FROM retried WHERE false\n",
+		tests: []testRun{{pkg: "./", run: "TestWorkflowFailurePolicy"}}},
+	{name: "prune-ignores-waiting-children", file: "internal/jobsql/sql/prune.sql",
+		old: "      AND (has_children IS NOT TRUE OR NOT EXISTS (", new: "      AND (true OR NOT EXISTS (",
+		tests: []testRun{{pkg: "./", run: "TestWorkflowPrune"}}},
+
 	// Lock backends' fence counters.
 	{name: "filelock-fence-not-incremented", file: "filelock/fenced.go",
 		old: "\tn++\n", new: "",

@@ -1,11 +1,22 @@
 -- complete_many: the common batch, every job of it completed: finish.sql
 -- without the per-row choices. Same fencing; the ids returned are the jobs
--- that were still held.
+-- that were still held. The jobs some job depends on (has_children)
+-- release their dependents in the same statement (workflow_settle, in
+-- migrations/000012_workflows.up.sql), only through the rows this fenced
+-- update changed: a refused completion releases nothing. Without such a
+-- job in the batch the function is not called.
 WITH r AS (
     SELECT * FROM unnest($1::bigint[], $2::bigint[]) AS r(id, fence)
+), done AS (
+    UPDATE {{schema}}.jobs j
+    SET state = 'completed', finalized_at = now(), lease_until = NULL
+    FROM r
+    WHERE j.id = ANY ($1::bigint[]) AND j.id = r.id AND j.fence = r.fence AND j.state = 'running'
+    RETURNING j.id, j.has_children
+), settled AS (
+    SELECT {{schema}}.workflow_settle(array_agg(id), array_agg('completed'::text))
+    FROM done WHERE has_children HAVING count(*) > 0
 )
-UPDATE {{schema}}.jobs j
-SET state = 'completed', finalized_at = now(), lease_until = NULL
-FROM r
-WHERE j.id = ANY ($1::bigint[]) AND j.id = r.id AND j.fence = r.fence AND j.state = 'running'
-RETURNING j.id
+-- settled is referred to so that it runs: a SELECT in WITH is evaluated
+-- only when the query reads it.
+SELECT id FROM done WHERE (SELECT count(*) FROM settled) >= 0

@@ -18,7 +18,7 @@ WITH r AS (
     SELECT *
     FROM unnest($1::bigint[], $2::bigint[], $3::text[], $4::text[], $5::text[], $6::bigint[])
          AS r(id, fence, op, error, trace, delay)
-)
+), done AS (
 UPDATE {{schema}}.jobs j
 SET state = CASE
         WHEN r.op = 'complete' THEN 'completed'
@@ -45,4 +45,13 @@ FROM r
 -- driven by a stale estimate of running rows could otherwise rescan the
 -- arrays once per running row.
 WHERE j.id = ANY ($1::bigint[]) AND j.id = r.id AND j.fence = r.fence AND j.state = 'running'
-RETURNING j.id
+RETURNING j.id, j.state, j.has_children
+), settled AS (
+    -- A job some job depends on settles its dependents in the same
+    -- statement (see complete_many.sql): released when it completed,
+    -- cancelled, run or left waiting, by each edge's policy, when it
+    -- ended discarded or cancelled.
+    SELECT {{schema}}.workflow_settle(array_agg(id), array_agg(state))
+    FROM done WHERE has_children AND state IN ('completed', 'discarded', 'cancelled') HAVING count(*) > 0
+)
+SELECT id FROM done WHERE (SELECT count(*) FROM settled) >= 0

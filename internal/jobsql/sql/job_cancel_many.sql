@@ -9,21 +9,26 @@ WITH cancelled AS (
     SET state = CASE WHEN j.state = 'running' THEN j.state ELSE 'cancelled' END,
         finalized_at = CASE WHEN j.state = 'running' THEN NULL ELSE now() END,
         cancel_requested_at = CASE WHEN j.state = 'running' THEN coalesce(j.cancel_requested_at, now()) END
-    WHERE j.id = ANY ($1::bigint[]) AND j.state IN ('scheduled', 'available', 'running')
-    RETURNING j.id, j.state, j.fence
+    WHERE j.id = ANY ($1::bigint[]) AND j.state IN ('blocked', 'scheduled', 'available', 'running')
+    RETURNING j.id, j.state, j.fence, j.has_children
 ), told AS (
     SELECT pg_notify($2, json_build_object('op', 'cancel', 'id', c.id, 'fence', c.fence)::text)
     FROM cancelled c
     WHERE c.state = 'running'
+), settled AS (
+    -- A blocked, scheduled or available job cancelled now that some job
+    -- depends on settles its dependents by their policy (workflow_settle).
+    SELECT {{schema}}.workflow_settle(array_agg(c.id), array_agg('cancelled'::text))
+    FROM cancelled c WHERE c.state = 'cancelled' AND c.has_children HAVING count(*) > 0
 ), unchanged AS (
     SELECT j.id, j.state
     FROM {{schema}}.jobs j
     WHERE j.id = ANY ($1::bigint[]) AND NOT EXISTS (SELECT 1 FROM cancelled c WHERE c.id = j.id)
     FOR SHARE
 )
--- told is joined so that it runs: a SELECT in WITH is evaluated only when
+-- told and settled are joined so that they run: a SELECT in WITH is evaluated only when
 -- the query refers to it.
 SELECT c.id, CASE WHEN c.state = 'running' THEN 'requested' ELSE 'cancelled' END
-FROM cancelled c CROSS JOIN (SELECT count(*) FROM told) AS n
+FROM cancelled c CROSS JOIN (SELECT count(*) FROM told) AS n CROSS JOIN (SELECT count(*) FROM settled) AS s
 UNION ALL
 SELECT u.id, 'unchanged:' || u.state FROM unchanged u

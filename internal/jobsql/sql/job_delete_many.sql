@@ -4,13 +4,17 @@
 WITH deleted AS (
     DELETE FROM {{schema}}.jobs
     WHERE id = ANY ($1::bigint[]) AND state <> 'running'
-    RETURNING id
+    RETURNING id, has_children, workflow_id
+), forgotten AS (
+    -- See job_delete.sql: edges go with their jobs.
+    SELECT {{schema}}.workflow_forget(array_agg(id)) FROM deleted
+    WHERE has_children OR workflow_id IS NOT NULL HAVING count(*) > 0
 ), unchanged AS (
     SELECT j.id, j.state
     FROM {{schema}}.jobs j
     WHERE j.id = ANY ($1::bigint[]) AND NOT EXISTS (SELECT 1 FROM deleted d WHERE d.id = j.id)
     FOR KEY SHARE
 )
-SELECT d.id, 'deleted' FROM deleted d
+SELECT d.id, 'deleted' FROM deleted d CROSS JOIN (SELECT count(*) FROM forgotten) AS f
 UNION ALL
 SELECT c.id, c.state FROM unchanged c

@@ -5,13 +5,17 @@
 -- alone (available, or running). Ids missing from the result have no job.
 WITH retried AS (
     UPDATE {{schema}}.jobs
-    SET state               = 'available',
+    SET state               = CASE WHEN pending_parents > 0 THEN 'blocked' ELSE 'available' END,
+        deps_cancelled      = NULL,
         run_at              = now(),
         finalized_at        = NULL,
         cancel_requested_at = NULL,
         max_attempts        = greatest(max_attempts, attempt + 1)
     WHERE id = ANY ($1::bigint[]) AND state IN ('scheduled', 'completed', 'discarded', 'cancelled')
-    RETURNING id, queue
+    RETURNING id, queue, has_children
+), resumed AS (
+    -- See job_retry.sql: retrying a failed parent resumes its workflow.
+    SELECT {{schema}}.workflow_resume(array_agg(id)) FROM retried WHERE has_children HAVING count(*) > 0
 ), unchanged AS (
     SELECT j.id, j.queue, j.state
     FROM {{schema}}.jobs j
@@ -19,5 +23,6 @@ WITH retried AS (
     FOR KEY SHARE
 )
 SELECT r.id, r.queue, 'retried' FROM retried r CROSS JOIN LATERAL (SELECT pg_notify($2, r.queue)) n
+    CROSS JOIN (SELECT count(*) FROM resumed) AS s
 UNION ALL
 SELECT c.id, c.queue, c.state FROM unchanged c

@@ -26,12 +26,23 @@ WITH doomed AS (
               WHEN 'cancelled' THEN finalized_at < now() - $3::bigint * interval '1 microsecond'
               WHEN 'discarded' THEN finalized_at < now() - $4::bigint * interval '1 microsecond'
           END
+      -- A job that jobs still waiting depend on stays while they wait: a
+      -- retry of it may yet release them. Only such jobs (has_children)
+      -- read job_deps.
+      AND (has_children IS NOT TRUE OR NOT EXISTS (
+          SELECT 1 FROM {{schema}}.job_deps d JOIN {{schema}}.jobs c ON c.id = d.child_id
+          WHERE d.parent_id = jobs.id AND c.finalized_at IS NULL))
     ORDER BY finalized_at
     LIMIT $5
     FOR UPDATE SKIP LOCKED
 ), deleted AS (
     DELETE FROM {{schema}}.jobs j
     WHERE j.ctid = ANY (ARRAY(SELECT ctid FROM doomed)) AND j.finalized_at IS NOT NULL
-    RETURNING j.finalized_at
+    RETURNING j.id, j.finalized_at, j.has_children, j.workflow_id
+), forgotten AS (
+    -- Dependency edges go with their jobs (workflow_forget); jobs outside
+    -- workflows never call it.
+    SELECT {{schema}}.workflow_forget(array_agg(id)) FROM deleted
+    WHERE has_children OR workflow_id IS NOT NULL HAVING count(*) > 0
 )
-SELECT count(*), max(finalized_at) FROM deleted
+SELECT count(*), max(finalized_at) FROM deleted WHERE (SELECT count(*) FROM forgotten) >= 0

@@ -15,7 +15,7 @@ WITH r AS (
     FROM {{schema}}.jobs j
     WHERE j.id = ANY ($1::bigint[]) AND j.state = 'running' AND j.lease_until < now()
     FOR UPDATE SKIP LOCKED
-)
+), rescued AS (
 UPDATE {{schema}}.jobs j
 SET errors = j.errors || jsonb_build_object('attempt', j.attempt, 'at', now(),
         'error', 'lease expired (worker ' || coalesce(j.worker_id, '?') || ')'
@@ -30,4 +30,12 @@ SET errors = j.errors || jsonb_build_object('attempt', j.attempt, 'at', now(),
 FROM r
 WHERE j.id = ANY (ARRAY(SELECT id FROM free)) AND j.id = r.id AND j.fence = r.fence
   AND j.state = 'running' AND j.lease_until < now()
-RETURNING j.id, j.queue, j.kind, coalesce(j.worker_id, ''), j.state
+RETURNING j.id, j.queue, j.kind, coalesce(j.worker_id, '') AS worker_id, j.state, j.has_children
+), settled AS (
+    -- A job ended here (discarded, or cancelled as requested) that some
+    -- job depends on settles its dependents by their policy (see
+    -- finish.sql). A rescued job put back to run releases nothing.
+    SELECT {{schema}}.workflow_settle(array_agg(id), array_agg(state))
+    FROM rescued WHERE has_children AND state IN ('discarded', 'cancelled') HAVING count(*) > 0
+)
+SELECT id, queue, kind, worker_id, state FROM rescued WHERE (SELECT count(*) FROM settled) >= 0

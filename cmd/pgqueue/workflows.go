@@ -1,0 +1,152 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/pgqueue/pgqueue"
+)
+
+const workflowsUsage = `Usage: pgqueue workflows show ID [flags]
+
+Shows a workflow (jobs that wait for other jobs, inserted with
+dependencies): its jobs counted by state, then each job with its state
+and the jobs it waits for (a * marks a dependency that no longer holds
+it: the parent completed, or failed under the "run" policy).
+
+Flags:
+
+	--database-url URL  database (default: $DATABASE_URL)
+	--schema NAME       schema of pgqueue's tables (default "pgqueue")
+	--json              print JSON: id, counts, jobs (as jobs get --json)
+	                    and edges (parent, child, on_failure, resolved)
+
+Exit codes: 0 ok; 1 failure; 2 usage; 3 no job belongs to the workflow.
+`
+
+// runWorkflows is the workflows command.
+func runWorkflows(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		return parseFailed("workflows", workflowsUsage, usagef("missing subcommand: show"), stdout, stderr)
+	}
+	sub, rest := args[0], args[1:]
+	var err error
+	switch sub {
+	case "show":
+		err = workflowsShow(ctx, rest, stdout)
+	case "-h", "-help", "--help":
+		fmt.Fprint(stdout, workflowsUsage)
+		return exitOK
+	default:
+		err = usagef("unknown subcommand %q: want show", sub)
+	}
+	return finish("workflows", workflowsUsage, err, stdout, stderr)
+}
+
+// workflowJSON is a workflow as show --json prints it.
+type workflowJSON struct {
+	ID     int64                    `json:"id"`
+	Done   bool                     `json:"done"`
+	Counts map[pgqueue.JobState]int `json:"counts"`
+	Jobs   []*jobJSON               `json:"jobs"`
+	Edges  []edgeJSON               `json:"edges"`
+}
+
+type edgeJSON struct {
+	Parent    int64  `json:"parent"`
+	Child     int64  `json:"child"`
+	OnFailure string `json:"on_failure"`
+	Resolved  bool   `json:"resolved"`
+}
+
+func workflowsShow(ctx context.Context, args []string, stdout io.Writer) error {
+	var f readFlags
+	fs := newFlagSet("workflows show")
+	f.register(fs)
+	pos, err := parseArgs(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 1 {
+		return usagef("show takes one workflow ID")
+	}
+	id, err := strconv.ParseInt(pos[0], 10, 64)
+	if err != nil || id <= 0 {
+		return usagef("invalid workflow ID %q", pos[0])
+	}
+	if err := f.check(); err != nil {
+		return err
+	}
+	pool, client, err := f.connect(ctx)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	w, err := client.WorkflowGet(ctx, id)
+	if errors.Is(err, pgqueue.ErrWorkflowNotFound) {
+		return &notFoundError{fmt.Sprintf("workflow %d not found", id)}
+	}
+	if err != nil {
+		return err
+	}
+	if f.json {
+		out := workflowJSON{ID: w.ID, Done: w.Done(), Counts: w.Counts, Jobs: make([]*jobJSON, len(w.Jobs)), Edges: make([]edgeJSON, len(w.Edges))}
+		for i, j := range w.Jobs {
+			out.Jobs[i] = newJobJSON(j)
+		}
+		for i, e := range w.Edges {
+			out.Edges[i] = edgeJSON{Parent: e.Parent, Child: e.Child, OnFailure: string(e.OnFailure), Resolved: e.Resolved}
+		}
+		return writeJSON(stdout, out)
+	}
+	printWorkflow(stdout, w)
+	return nil
+}
+
+// printWorkflow prints the counts, then one line per job.
+func printWorkflow(w io.Writer, wf *pgqueue.Workflow) {
+	fmt.Fprintf(w, "workflow %d: %d jobs", wf.ID, len(wf.Jobs))
+	states := []pgqueue.JobState{pgqueue.StateBlocked, pgqueue.StateScheduled, pgqueue.StateAvailable, pgqueue.StateRunning,
+		pgqueue.StateCompleted, pgqueue.StateDiscarded, pgqueue.StateCancelled}
+	for _, s := range states {
+		if n := wf.Counts[s]; n > 0 {
+			fmt.Fprintf(w, ", %d %s", n, s)
+		}
+	}
+	fmt.Fprintln(w)
+	parents := map[int64][]string{}
+	for _, e := range wf.Edges {
+		p := strconv.FormatInt(e.Parent, 10)
+		if e.Resolved {
+			p += "*"
+		}
+		if e.OnFailure != pgqueue.ParentFailureCancel {
+			p += "(" + string(e.OnFailure) + ")"
+		}
+		parents[e.Child] = append(parents[e.Child], p)
+	}
+	t := newTable(w, "ID", "KIND", "QUEUE", "STATE", "ATTEMPT", "WAITS FOR")
+	for _, j := range wf.Jobs {
+		ps := parents[j.ID]
+		slices.Sort(ps)
+		waits := "-"
+		if len(ps) > 0 {
+			waits = joinLimited(ps, 8)
+		}
+		t.row(strconv.FormatInt(j.ID, 10), j.Kind, j.Queue, string(j.State), strconv.Itoa(j.Attempt), waits)
+	}
+	t.flush()
+}
+
+// joinLimited joins up to n of ss with commas and says how many more.
+func joinLimited(ss []string, n int) string {
+	if len(ss) <= n {
+		return strings.Join(ss, ",")
+	}
+	return fmt.Sprintf("%s and %d more", strings.Join(ss[:n], ","), len(ss)-n)
+}

@@ -1,0 +1,84 @@
+package pgqueue_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"github.com/pgqueue/pgqueue"
+)
+
+type CountWordsArgs struct {
+	File string `json:"file"`
+}
+
+func (CountWordsArgs) Kind() string { return "count_words" }
+
+type WordReportArgs struct{}
+
+func (WordReportArgs) Kind() string { return "word_report" }
+
+// Make a job wait for others: a report that runs once every file is
+// counted, and reads what each count recorded.
+func ExampleEnqueueOpts_dependsOn() {
+	ctx := context.Background()
+	pool, drop := exampleDB()
+	defer drop()
+
+	report := make(chan int)
+	workers := pgqueue.NewWorkers()
+	_ = pgqueue.AddWorkerFunc(workers, func(ctx context.Context, job *pgqueue.Job[CountWordsArgs]) error {
+		return pgqueue.RecordOutput(ctx, map[string]int{"words": len(job.Args.File) * 100})
+	}, nil)
+	_ = pgqueue.AddWorkerFunc(workers, func(ctx context.Context, job *pgqueue.Job[WordReportArgs]) error {
+		parents, err := pgqueue.ParentOutputs(ctx)
+		if err != nil {
+			return err
+		}
+		total := 0
+		for _, p := range parents {
+			var out struct{ Words int }
+			if err := json.Unmarshal(p.Output, &out); err != nil {
+				return err
+			}
+			total += out.Words
+		}
+		report <- total
+		return nil
+	}, nil)
+	client, err := pgqueue.New(pool, &pgqueue.Config{
+		Workers: workers,
+		Queues:  map[string]pgqueue.QueueConfig{pgqueue.QueueDefault: {MaxWorkers: 4}},
+	})
+	if err != nil {
+		panic(err)
+	}
+	if err := client.Start(ctx); err != nil {
+		panic(err)
+	}
+	defer client.Stop(ctx)
+
+	// The report depends on the three counts, by their positions in the
+	// batch; it is blocked until the last of them completes.
+	res, err := client.EnqueueMany(ctx, []pgqueue.EnqueueManyParams{
+		{Args: CountWordsArgs{File: "a.txt"}},
+		{Args: CountWordsArgs{File: "bb.txt"}},
+		{Args: CountWordsArgs{File: "ccc.txt"}},
+		{Args: WordReportArgs{}, Opts: &pgqueue.EnqueueOpts{DependsOn: []pgqueue.Dependency{
+			pgqueue.DependsOnIndex(0), pgqueue.DependsOnIndex(1), pgqueue.DependsOnIndex(2),
+		}}},
+	})
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println("words:", <-report)
+
+	w, err := client.WorkflowGet(ctx, res.Workflow)
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println("jobs:", len(w.Jobs), "edges:", len(w.Edges))
+	// Output:
+	// words: 1800
+	// jobs: 4 edges: 3
+}

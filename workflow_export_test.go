@@ -1,0 +1,33 @@
+package pgqueue
+
+import (
+	"context"
+
+	"github.com/pgqueue/pgqueue/internal/completer"
+	"github.com/pgqueue/pgqueue/internal/jobsql"
+)
+
+// FinishBatch writes the results ops[i] of jobs[i] in one statement, as
+// the completer writes a mixed batch (sql/finish.sql; sql/complete_many.sql
+// when every op is "complete"), and returns the ids it updated.
+func FinishBatch(ctx context.Context, c *Client, jobs []*JobRow, ops []string) (map[int64]bool, error) {
+	outcomes := &jobsql.OutcomeReader{Pool: c.pool, Q: c.q, Base: ctx}
+	k := c.newCompleter(ctx, c.pool.Query, outcomes, completer.Observer{}, len(jobs), 0)
+	batch := make([]completer.Result, len(jobs))
+	for i, j := range jobs {
+		batch[i] = completer.Result{Row: j, Op: ops[i]}
+	}
+	updated, err := k.Exec(batch)
+	out := make(map[int64]bool, len(updated))
+	for id := range updated {
+		out[id] = true
+	}
+	return out, err
+}
+
+// CompleteManySQL and ClaimSQL are sql/complete_many.sql and sql/claim.sql
+// of the client's schema, for EXPLAIN.
+func CompleteManySQL(c *Client) string { return c.q.CompleteMany }
+
+// ClaimSQL is sql/claim.sql of the client's schema.
+func ClaimSQL(c *Client) string { return c.q.Claim }

@@ -1,0 +1,270 @@
+package pgqueue_test
+
+import (
+	"context"
+	"fmt"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/pgqueue/pgqueue"
+)
+
+// explained is a connection on b's database that logs, as notices, the
+// plan of every statement it runs and of every statement those run inside
+// functions, with the rows each node returned (auto_explain). It skips
+// the test on a server without auto_explain.
+type explained struct {
+	conn *pgx.Conn
+	mu   sync.Mutex
+	log  []string
+}
+
+func newExplained(t *testing.T, b *workflowBundle) *explained {
+	t.Helper()
+	ctx := context.Background()
+	e := &explained{}
+	cfg := b.pool.Config().ConnConfig.Copy()
+	cfg.OnNotice = func(_ *pgconn.PgConn, n *pgconn.Notice) {
+		e.mu.Lock()
+		defer e.mu.Unlock()
+		e.log = append(e.log, n.Message)
+	}
+	conn, err := pgx.ConnectConfig(ctx, cfg)
+	must(t, err)
+	t.Cleanup(func() { conn.Close(ctx) })
+	if _, err := conn.Exec(ctx, "LOAD 'auto_explain'"); err != nil {
+		t.Skipf("auto_explain cannot be loaded on this server: %v", err)
+	}
+	_, err = conn.Exec(ctx, `SET auto_explain.log_min_duration = 0; SET auto_explain.log_nested_statements = on;
+		SET auto_explain.log_analyze = on; SET auto_explain.log_timing = off;
+		SET auto_explain.log_level = notice; SET client_min_messages = notice`)
+	must(t, err)
+	e.conn = conn
+	return e
+}
+
+// actualRows matches a plan node's row count and loops, as auto_explain
+// writes them without timing.
+var actualRows = regexp.MustCompile(`actual rows=(\d+) loops=(\d+)`)
+
+// run runs sql in a transaction it rolls back and returns the plans
+// logged meanwhile and the rows all their nodes returned, in sum: a
+// measure of the work done that no page layout changes.
+func (e *explained) run(t *testing.T, sql string, args ...any) (plans string, rows int64) {
+	t.Helper()
+	ctx := context.Background()
+	tx, err := e.conn.Begin(ctx)
+	must(t, err)
+	defer tx.Rollback(ctx)
+	e.mu.Lock()
+	e.log = e.log[:0]
+	e.mu.Unlock()
+	r, err := tx.Query(ctx, sql, append([]any{pgx.QueryExecModeExec}, args...)...)
+	must(t, err)
+	r.Close()
+	must(t, r.Err())
+	e.mu.Lock()
+	plans = strings.Join(e.log, "\n")
+	e.mu.Unlock()
+	for _, m := range actualRows.FindAllStringSubmatch(plans, -1) {
+		n, _ := strconv.ParseInt(m[1], 10, 64)
+		loops, _ := strconv.ParseInt(m[2], 10, 64)
+		rows += n * loops
+	}
+	return plans, rows
+}
+
+// complete completes the claimed job j, as the completer does, in a
+// transaction it rolls back.
+func (e *explained) complete(t *testing.T, b *workflowBundle, j *pgqueue.JobRow) (string, int64) {
+	t.Helper()
+	return e.run(t, pgqueue.CompleteManySQL(b.client), fmt.Sprintf("{%d}", j.ID), fmt.Sprintf("{%d}", j.Fence))
+}
+
+// fill inserts n completed jobs of another workflow, and n resolved edges
+// between them, so that the tables compared hold as many rows and are
+// planned alike: only the workflow measured differs.
+func fill(t *testing.T, b *workflowBundle, n int) {
+	t.Helper()
+	_, err := b.pool.Exec(context.Background(), `
+		WITH j AS (
+			INSERT INTO pgqueue.jobs (queue, kind, state, attempt, fence, attempted_at, finalized_at, has_children, workflow_id)
+			SELECT 'default', 'filler', 'completed', 1, nextval('pgqueue.fence_seq'), now(), now(), true, 0
+			FROM generate_series(1, $1) RETURNING id
+		)
+		INSERT INTO pgqueue.job_deps (parent_id, child_id, resolved)
+		SELECT id, id + 1, true FROM j`, n)
+	must(t, err)
+}
+
+// TestWorkflowPlans checks what workflows cost the statements that run
+// for every job, counting the rows each plan node returns (auto_explain,
+// nested statements included): a claim reads no blocked job, however
+// many wait, and completing a parent does the same work in a workflow of
+// 5,000 jobs as in one of 50, through indexes.
+func TestWorkflowPlans(t *testing.T) {
+	t.Parallel()
+	skipInShortMode(t, "workflows of 5,000 jobs")
+	ctx := context.Background()
+	const small, large = 50, 5000
+
+	claim := func(t *testing.T, b *workflowBundle) (string, int64) {
+		t.Helper()
+		return newExplained(t, b).run(t, pgqueue.ClaimSQL(b.client), pgqueue.QueueDefault, 10, 30_000_000, "plan-test")
+	}
+
+	t.Run("ClaimReadsNoBlockedJob", func(t *testing.T) {
+		t.Parallel()
+		free := setupWorkflow(t)
+		_, err := free.client.EnqueueMany(ctx, noteParams(100))
+		must(t, err)
+		_, before := claim(t, free)
+
+		// A fan-out of 5,000 children waiting on one parent, in the same
+		// queue, with an earlier priority than every available job.
+		b := setupWorkflow(t)
+		params := make([]pgqueue.EnqueueManyParams, large+1)
+		params[0] = pgqueue.EnqueueManyParams{Args: noteArgs{}, Opts: &pgqueue.EnqueueOpts{Name: "root", Queue: "elsewhere"}}
+		for i := 1; i <= large; i++ {
+			params[i] = pgqueue.EnqueueManyParams{Args: noteArgs{N: i}, Opts: &pgqueue.EnqueueOpts{Priority: -1, DependsOn: []pgqueue.Dependency{pgqueue.DependsOnName("root")}}}
+		}
+		_, err = b.client.EnqueueMany(ctx, params)
+		must(t, err)
+		if n := countJobs(t, b.pool, "state = 'blocked'"); n != large {
+			t.Fatalf("%d blocked jobs, want %d", n, large)
+		}
+		_, err = b.client.EnqueueMany(ctx, noteParams(100))
+		must(t, err)
+		_, err = b.pool.Exec(ctx, "ANALYZE pgqueue.jobs")
+		must(t, err)
+		plan, after := claim(t, b)
+		if !strings.Contains(plan, "Index Scan using jobs_fetch_idx") {
+			t.Fatalf("the claim does not read jobs_fetch_idx:\n%s", plan)
+		}
+		if after != before {
+			t.Fatalf("a claim of 10 jobs: %d rows through its plan with %d blocked jobs in its queue, %d without:\n%s", after, large, before, plan)
+		}
+	})
+
+	// Each shape at two sizes: the cost of completing one parent.
+	shapes := []struct {
+		name string
+		// params returns a workflow of about n jobs.
+		params func(n int) []pgqueue.EnqueueManyParams
+		// probe is the position of the parent completed: one with as
+		// many children at either size, lying as close together.
+		probe func(n int) int
+	}{
+		{"FanIn", func(n int) []pgqueue.EnqueueManyParams {
+			params := make([]pgqueue.EnqueueManyParams, n+1)
+			deps := make([]pgqueue.Dependency, n)
+			for i := range n {
+				params[i] = dependent(i)
+				deps[i] = pgqueue.DependsOnIndex(i)
+			}
+			params[n] = dependent(n, deps...)
+			return params
+		}, func(int) int { return 0 }},
+		{"Chain", func(n int) []pgqueue.EnqueueManyParams {
+			params := make([]pgqueue.EnqueueManyParams, n)
+			params[0] = dependent(0)
+			for i := 1; i < n; i++ {
+				params[i] = dependent(i, pgqueue.DependsOnIndex(i-1))
+			}
+			return params
+		}, func(int) int { return 0 }},
+		{"Layered", func(n int) []pgqueue.EnqueueManyParams {
+			// Layers of n/10 jobs, each depending on 3 of the layer above.
+			width := n / 10
+			params := make([]pgqueue.EnqueueManyParams, n)
+			for i := range n {
+				if i < width {
+					params[i] = dependent(i)
+					continue
+				}
+				above := (i/width - 1) * width
+				params[i] = dependent(i, pgqueue.DependsOnIndex(above+i%width), pgqueue.DependsOnIndex(above+(i+1)%width),
+					pgqueue.DependsOnIndex(above+(i+2)%width))
+			}
+			return params
+		}, func(n int) int { return n / 20 }}, // mid-layer: children k-2, k-1, k below it
+	}
+	for _, shape := range shapes {
+		t.Run("CompletionWorkFlat"+shape.name, func(t *testing.T) {
+			t.Parallel()
+			var rows [2]int64
+			var plans [2]string
+			for k, n := range []int{small, large} {
+				b := setupWorkflow(t)
+				fill(t, b, large-n)
+				res, err := b.client.EnqueueMany(ctx, shape.params(n))
+				must(t, err)
+				_, err = b.pool.Exec(ctx, "ANALYZE pgqueue.jobs, pgqueue.job_deps")
+				must(t, err)
+				jobs, err := pgqueue.Claim(ctx, b.client, pgqueue.QueueDefault, 1000)
+				must(t, err)
+				i := slices.IndexFunc(jobs, func(j *pgqueue.JobRow) bool { return j.ID == res.IDs[shape.probe(n)] })
+				plans[k], rows[k] = newExplained(t, b).complete(t, b, jobs[i])
+			}
+			if rows[0] != rows[1] {
+				t.Fatalf("completing one parent: %d rows through the plans in a workflow of %d jobs, %d in one of %d:\n%s\n---\n%s",
+					rows[1], large, rows[0], small, plans[1], plans[0])
+			}
+			for _, want := range []string{"Update on job_deps", "on job_deps_pkey", "Update on jobs c", "Index Scan using jobs_pkey on jobs c"} {
+				if !strings.Contains(plans[1], want) {
+					t.Errorf("no %q in the plans:\n%s", want, plans[1])
+				}
+			}
+			if strings.Contains(plans[1], "Seq Scan") {
+				t.Errorf("a sequential scan in the plans:\n%s", plans[1])
+			}
+		})
+	}
+
+	// A fan-out's root releases all its children: work in proportion to
+	// them, never to their square (a join planned as a nested loop over
+	// the children for each child was).
+	t.Run("FanOutReleaseIsLinear", func(t *testing.T) {
+		t.Parallel()
+		var rows [2]int64
+		for k, n := range []int{large / 10, large} {
+			b := setupWorkflow(t)
+			fill(t, b, large-n)
+			params := make([]pgqueue.EnqueueManyParams, n)
+			params[0] = dependent(0)
+			for i := 1; i < n; i++ {
+				params[i] = dependent(i, pgqueue.DependsOnIndex(0))
+			}
+			_, err := b.client.EnqueueMany(ctx, params)
+			must(t, err)
+			_, err = b.pool.Exec(ctx, "ANALYZE pgqueue.jobs, pgqueue.job_deps")
+			must(t, err)
+			jobs := b.claim(t)
+			_, rows[k] = newExplained(t, b).complete(t, b, jobs[0])
+		}
+		if rows[1] > 12*rows[0] {
+			t.Fatalf("releasing %d children: %d rows through the plans; %d children: %d", large-1, rows[1], large/10-1, rows[0])
+		}
+	})
+
+	// A queue without workflows: the completion never calls the
+	// function, so it runs no statement of its.
+	t.Run("CompletionWithoutWorkflowCallsNothing", func(t *testing.T) {
+		t.Parallel()
+		b := setupWorkflow(t)
+		_, err := b.client.EnqueueMany(ctx, noteParams(3))
+		must(t, err)
+		jobs := b.claim(t)
+		plans, _ := newExplained(t, b).complete(t, b, jobs[0])
+		if strings.Contains(plans, "job_deps") || strings.Count(plans, "Query Text:") != 1 {
+			t.Fatalf("a completion outside workflows ran more than its statement:\n%s", plans)
+		}
+	})
+}
