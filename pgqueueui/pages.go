@@ -202,7 +202,7 @@ func splitList(s string) []string {
 func (h *Handler) jobs(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	f := jobsFilter{Queue: q.Get("queue"), Kind: q.Get("kind"), State: q.Get("state"), Tag: q.Get("tag"), Args: q.Get("args")}
-	d := &jobsData{Filter: f, States: []pgqueue.JobState{pgqueue.StateAvailable, pgqueue.StateScheduled, pgqueue.StateRunning,
+	d := &jobsData{Filter: f, States: []pgqueue.JobState{pgqueue.StateBlocked, pgqueue.StateAvailable, pgqueue.StateScheduled, pgqueue.StateRunning,
 		pgqueue.StateCompleted, pgqueue.StateDiscarded, pgqueue.StateCancelled}}
 	params := &pgqueue.JobListParams{
 		Queues: splitList(f.Queue), Kinds: splitList(f.Kind), Tags: splitList(f.Tag),

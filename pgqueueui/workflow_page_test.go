@@ -88,6 +88,11 @@ func TestWorkflowPage(t *testing.T) {
 		t.Errorf("jobs list: %d workflow links, want 4\n%s", n, body)
 	}
 
+	// The state filter offers blocked.
+	_, body = e.get("/jobs?state=blocked")
+	mustContain(t, "blocked jobs", body, `<option value="blocked" selected>`, fmt.Sprintf(`<tr data-id="%d"`, report), fmt.Sprintf(`<tr data-id="%d"`, last))
+	mustNotContain(t, "blocked jobs", body, fmt.Sprintf(`<tr data-id="%d"`, a))
+
 	// The lookup: a form that goes to the page, and the newest workflows.
 	status, body = e.get("/workflows")
 	if status != http.StatusOK {
