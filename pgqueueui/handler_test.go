@@ -602,6 +602,15 @@ func TestReadOnly(t *testing.T) {
 	_, body = e.get(fmt.Sprintf("/jobs/%d", id))
 	mustContain(t, "job", body, `id="job-state">available<`)
 	mustNotContain(t, "job", body, `id="actions"`, "/cancel", "/delete")
+	ids, wf := e.enqueueWorkflow([]pgqueue.EnqueueManyParams{{Args: reportArgs{N: 1}},
+		{Args: reportArgs{N: 2}, Opts: &pgqueue.EnqueueOpts{DependsOn: []pgqueue.Dependency{pgqueue.DependsOnIndex(0)}}}})
+	for _, p := range []string{"/workflows", fmt.Sprintf("/workflows/%d", wf), fmt.Sprintf("/jobs/%d", ids[1])} {
+		status, body := e.get(p)
+		if status != http.StatusOK {
+			t.Errorf("GET %s: %d", p, status)
+		}
+		mustNotContain(t, p, body, "csrf", "/retry")
+	}
 	if resp, err := e.http.Get(e.base + "/"); err == nil {
 		if len(resp.Cookies()) != 0 {
 			t.Errorf("read-only handler set cookies: %v", resp.Cookies())
