@@ -206,8 +206,7 @@ type workflowsData struct {
 func (h *Handler) workflows(w http.ResponseWriter, r *http.Request) {
 	d := &workflowsData{}
 	status := http.StatusOK
-	if r.URL.Query().Has("id") {
-		d.ID = strings.TrimSpace(r.URL.Query().Get("id"))
+	if d.ID = strings.TrimSpace(r.URL.Query().Get("id")); d.ID != "" {
 		id, err := strconv.ParseInt(d.ID, 10, 64)
 		if err == nil && id > 0 {
 			http.Redirect(w, r, fmt.Sprintf("%s/workflows/%d", h.prefix, id), http.StatusSeeOther)

@@ -107,6 +107,9 @@ func TestWorkflowPage(t *testing.T) {
 	if resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != path {
 		t.Errorf("lookup: %d %s, want 303 to %s", resp.StatusCode, resp.Header.Get("Location"), path)
 	}
+	if status, _ := e.get("/workflows?id="); status != http.StatusOK {
+		t.Errorf("lookup of nothing: %d, want 200", status)
+	}
 	status, body = e.get("/workflows?id=" + "%3Cb%3E")
 	if status != http.StatusBadRequest {
 		t.Errorf("lookup of an invalid id: %d, want 400", status)
