@@ -1,7 +1,8 @@
 // Package pgqueueui is a web dashboard for pgqueue: queues with their
 // counts, throughput, pauses and flow limits (and, on a queue's page, its
 // jobs held back by them), the maintenance leader, jobs with filters and
-// their details, lease and advisory locks, and periodic jobs; with retry,
+// their details, workflows (their status and their jobs with what each
+// waits for), lease and advisory locks, and periodic jobs; with retry,
 // cancel, delete, pause and resume behind a confirmation page, a POST and
 // a CSRF token, and a queue's limits set by a form that POSTs with one.
 //
@@ -160,6 +161,8 @@ func (h *Handler) routes() {
 	m.HandleFunc("POST /queues/{action}", h.queueAction)
 	m.HandleFunc("GET /queue/{name}", h.queue)
 	m.HandleFunc("POST /queue/{name}/limits", h.setLimits)
+	m.HandleFunc("GET /workflows", h.workflows)
+	m.HandleFunc("GET /workflows/{id}", h.workflow)
 	m.HandleFunc("GET /locks", h.locks)
 	m.HandleFunc("GET /periodic", h.periodic)
 	m.Handle("GET /static/", h.static)

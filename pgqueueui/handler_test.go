@@ -38,6 +38,11 @@ type reportArgs struct {
 
 func (reportArgs) Kind() string { return "report" }
 
+// hostileKindArgs is a job whose kind is markup.
+type hostileKindArgs struct{}
+
+func (hostileKindArgs) Kind() string { return "<img src=x onerror=alert(1)>" }
+
 // hostile is the markup a job's args must show as text.
 const (
 	hostileScript = `<script>document.title="pwned"</script>`
@@ -597,6 +602,15 @@ func TestReadOnly(t *testing.T) {
 	_, body = e.get(fmt.Sprintf("/jobs/%d", id))
 	mustContain(t, "job", body, `id="job-state">available<`)
 	mustNotContain(t, "job", body, `id="actions"`, "/cancel", "/delete")
+	ids, wf := e.enqueueWorkflow([]pgqueue.EnqueueManyParams{{Args: reportArgs{N: 1}},
+		{Args: reportArgs{N: 2}, Opts: &pgqueue.EnqueueOpts{DependsOn: []pgqueue.Dependency{pgqueue.DependsOnIndex(0)}}}})
+	for _, p := range []string{"/workflows", fmt.Sprintf("/workflows/%d", wf), fmt.Sprintf("/jobs/%d", ids[1])} {
+		status, body := e.get(p)
+		if status != http.StatusOK {
+			t.Errorf("GET %s: %d", p, status)
+		}
+		mustNotContain(t, p, body, "csrf", "/retry")
+	}
 	if resp, err := e.http.Get(e.base + "/"); err == nil {
 		if len(resp.Cookies()) != 0 {
 			t.Errorf("read-only handler set cookies: %v", resp.Cookies())
@@ -643,8 +657,20 @@ func TestHostileDataEscaped(t *testing.T) {
 		mustContain(t, p, body, fmt.Sprintf(`data-id="%d"`, id), "&lt;script&gt;", "&lt;img src=x onerror=")
 		mustNotContain(t, p, body, "<script>document", "<img", "onerror=\"document")
 	}
+	// A workflow of jobs whose kind is markup.
+	ids, wf := e.enqueueWorkflow([]pgqueue.EnqueueManyParams{{Args: hostileKindArgs{}},
+		{Args: hostileKindArgs{}, Opts: &pgqueue.EnqueueOpts{DependsOn: []pgqueue.Dependency{pgqueue.DependsOnIndex(0)}}}})
+	for _, p := range []string{fmt.Sprintf("/workflows/%d", wf), fmt.Sprintf("/jobs/%d", ids[1])} {
+		status, body := e.get(p)
+		if status != http.StatusOK {
+			t.Fatalf("%s: %d", p, status)
+		}
+		mustNotContain(t, p, body, "<img")
+	}
+	_, body := e.get(fmt.Sprintf("/workflows/%d", wf))
+	mustContain(t, "workflow page", body, "<td>&lt;img src=x onerror=alert(1)&gt;</td>")
 	// The filter's own echo is escaped too.
-	_, body := e.get("/jobs?kind=" + url.QueryEscape(hostileImg))
+	_, body = e.get("/jobs?kind=" + url.QueryEscape(hostileImg))
 	mustNotContain(t, "kind filter", body, "<img")
 	mustContain(t, "kind filter", body, "&#34;&gt;&lt;img")
 }
@@ -654,6 +680,8 @@ func TestPrefix(t *testing.T) {
 	skipInShortMode(t, "the dashboard mounted under a prefix")
 	e := newEnv(t, &pgqueueui.Options{Prefix: "/admin/queue"})
 	id := e.enqueue(emailArgs{To: "x"}, &pgqueue.EnqueueOpts{Queue: "email"})
+	ids, wf := e.enqueueWorkflow([]pgqueue.EnqueueManyParams{{Args: reportArgs{N: 1}},
+		{Args: reportArgs{N: 2}, Opts: &pgqueue.EnqueueOpts{DependsOn: []pgqueue.Dependency{pgqueue.DependsOnIndex(0)}}}})
 
 	status, body := e.get("/")
 	if status != http.StatusOK {
@@ -661,7 +689,8 @@ func TestPrefix(t *testing.T) {
 	}
 	mustContain(t, "overview", body, `href="/admin/queue/jobs"`, `src="/admin/queue/static/app.js"`,
 		`data-refresh="/admin/queue/fragment/overview"`, `href="/admin/queue/queues/pause?name=email"`, `href="/admin/queue/queue/email"`)
-	for _, p := range []string{"/static/app.js", "/fragment/overview", "/jobs", fmt.Sprintf("/jobs/%d", id), "/locks", "/periodic", "/queue/email"} {
+	for _, p := range []string{"/static/app.js", "/fragment/overview", "/jobs", fmt.Sprintf("/jobs/%d", id), "/locks", "/periodic", "/queue/email",
+		"/workflows", fmt.Sprintf("/workflows/%d", wf)} {
 		if status, _ := e.get(p); status != http.StatusOK {
 			t.Errorf("%s under the prefix: %d", p, status)
 		}
@@ -704,6 +733,18 @@ func TestPrefix(t *testing.T) {
 	}
 	_, body = e.get("/queue/email")
 	mustContain(t, "queue page", body, `action="/admin/queue/queue/email/limits"`, `href="/admin/queue/jobs?queue=email"`)
+	_, body = e.get(fmt.Sprintf("/workflows/%d", wf))
+	mustContain(t, "workflow page", body, fmt.Sprintf(`href="/admin/queue/jobs/%d"`, ids[1]), fmt.Sprintf(`data-parent="%d"`, ids[0]))
+	_, body = e.get(fmt.Sprintf("/jobs/%d", ids[1]))
+	mustContain(t, "job page", body, fmt.Sprintf(`href="/admin/queue/workflows/%d"`, wf))
+	resp, err = e.http.Get(e.base + fmt.Sprintf("/workflows?id=%d", wf))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != fmt.Sprintf("/admin/queue/workflows/%d", wf) {
+		t.Errorf("workflow lookup under the prefix: %d %s", resp.StatusCode, resp.Header.Get("Location"))
+	}
 }
 
 func TestNewRefusesBadOptions(t *testing.T) {

@@ -178,7 +178,8 @@ type jobsData struct {
 	Filter   jobsFilter
 	States   []pgqueue.JobState
 	Jobs     []*pgqueue.JobRow
-	Next     string // query string of the next page, empty on the last
+	Workflow map[int64]int64 // each job's workflow, for those in one
+	Next     string          // query string of the next page, empty on the last
 	Error    string
 	Filtered bool
 }
@@ -201,7 +202,7 @@ func splitList(s string) []string {
 func (h *Handler) jobs(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	f := jobsFilter{Queue: q.Get("queue"), Kind: q.Get("kind"), State: q.Get("state"), Tag: q.Get("tag"), Args: q.Get("args")}
-	d := &jobsData{Filter: f, States: []pgqueue.JobState{pgqueue.StateAvailable, pgqueue.StateScheduled, pgqueue.StateRunning,
+	d := &jobsData{Filter: f, States: []pgqueue.JobState{pgqueue.StateBlocked, pgqueue.StateAvailable, pgqueue.StateScheduled, pgqueue.StateRunning,
 		pgqueue.StateCompleted, pgqueue.StateDiscarded, pgqueue.StateCancelled}}
 	params := &pgqueue.JobListParams{
 		Queues: splitList(f.Queue), Kinds: splitList(f.Kind), Tags: splitList(f.Tag),
@@ -230,6 +231,10 @@ func (h *Handler) jobs(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	d.Jobs = res.Jobs
+	if d.Workflow, err = h.jobsWorkflows(r.Context(), res.Jobs); err != nil {
+		h.fail(w, r, http.StatusInternalServerError, err.Error())
+		return
+	}
 	if res.NextCursor != "" {
 		next := url.Values{}
 		for k, v := range map[string]string{"queue": f.Queue, "kind": f.Kind, "state": f.State, "tag": f.Tag, "args": f.Args} {
@@ -253,6 +258,7 @@ type jobData struct {
 	LeaseLeft              time.Duration
 	ErrorsNewestFirst      []pgqueue.AttemptError
 	HasLease, HasFinalized bool
+	Links                  *jobLinks
 }
 
 // prettyJSON indents stored JSON for display; it stays text.
@@ -270,7 +276,7 @@ func prettyJSON(b []byte) string {
 // doneMessages are the notes an action's redirect can ask for: a fixed
 // set, so the query string cannot put words on the page.
 var doneMessages = map[string]string{
-	"retry":  "The job was retried: it is available now.",
+	"retry":  "The job was retried: it runs when a worker takes it, or, if it waits for other jobs, once they complete.",
 	"cancel": "The job was cancelled (a running job is asked to stop).",
 	"delete": "The job was deleted.",
 	"pause":  "The queue was paused.",
@@ -309,6 +315,10 @@ func (h *Handler) job(w http.ResponseWriter, r *http.Request) {
 	}
 	for i := len(j.Errors) - 1; i >= 0; i-- {
 		d.ErrorsNewestFirst = append(d.ErrorsNewestFirst, j.Errors[i])
+	}
+	if d.Links, err = h.loadJobLinks(r.Context(), id); err != nil {
+		h.fail(w, r, http.StatusInternalServerError, err.Error())
+		return
 	}
 	h.render(w, r, http.StatusOK, "job", fmt.Sprintf("Job %d", id), d)
 }

@@ -15,6 +15,9 @@ var sqlFiles embed.FS
 // queries holds sql/ with the schema filled in.
 type queries struct {
 	throughput, leases, leader, advisoryLocks, periodicJobs string
+	// workflows
+	workflowCounts, workflowPage, workflowPageParents, recentWorkflows string
+	jobWorkflow, jobDeps, jobsWorkflows                                string
 }
 
 func loadQueries(schema string) (*queries, error) {
@@ -22,6 +25,9 @@ func loadQueries(schema string) (*queries, error) {
 	err := sqlschema.Load(sqlFiles, "sql", schema, map[string]*string{
 		"throughput": &q.throughput, "leases": &q.leases, "leader": &q.leader,
 		"advisory_locks": &q.advisoryLocks, "periodic_jobs": &q.periodicJobs,
+		"workflow_counts": &q.workflowCounts, "workflow_page": &q.workflowPage,
+		"workflow_page_parents": &q.workflowPageParents, "recent_workflows": &q.recentWorkflows,
+		"job_workflow": &q.jobWorkflow, "job_deps": &q.jobDeps, "jobs_workflows": &q.jobsWorkflows,
 	})
 	if err != nil {
 		return nil, err

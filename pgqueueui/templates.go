@@ -11,7 +11,7 @@ import (
 )
 
 // pages are the templates besides the layout, one file each.
-var pages = []string{"overview", "queue", "jobs", "job", "confirm", "locks", "periodic", "error"}
+var pages = []string{"overview", "queue", "jobs", "job", "confirm", "locks", "periodic", "error", "workflow", "workflows"}
 
 var funcs = template.FuncMap{
 	"ts":     formatTime,

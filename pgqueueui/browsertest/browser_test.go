@@ -97,6 +97,22 @@ func TestDashboardInChromium(t *testing.T) {
 		}
 	}
 	hostile := enqueue(emailArgs{To: hostileImg, Body: hostileScript}, &pgqueue.EnqueueOpts{Queue: "email", Tags: []string{`"><img src=x>`}})
+	// A workflow: two fetches, a report after both, a mail after the
+	// report; the first fetch is cancelled, which cancels what waits for it.
+	flow, err := client.EnqueueMany(ctx, []pgqueue.EnqueueManyParams{
+		{Args: reportArgs{N: 10}, Opts: &pgqueue.EnqueueOpts{Queue: "flows", Name: "fetch-a"}},
+		{Args: reportArgs{N: 11}, Opts: &pgqueue.EnqueueOpts{Queue: "flows", Name: "fetch-b"}},
+		{Args: reportArgs{N: 12}, Opts: &pgqueue.EnqueueOpts{Queue: "flows", Name: "report", DependsOn: []pgqueue.Dependency{
+			pgqueue.DependsOnName("fetch-a"), pgqueue.DependsOnName("fetch-b")}}},
+		{Args: emailArgs{To: "boss@example.com", Body: "report ready"}, Opts: &pgqueue.EnqueueOpts{Queue: "flows", DependsOn: []pgqueue.Dependency{
+			pgqueue.DependsOnName("report")}}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := client.JobCancel(ctx, flow.IDs[0]); err != nil {
+		t.Fatal(err)
+	}
 
 	h, err := pgqueueui.New(pool, &pgqueueui.Options{Prefix: "/ui", RefreshInterval: 200 * time.Millisecond})
 	if err != nil {
@@ -236,5 +252,32 @@ func TestDashboardInChromium(t *testing.T) {
 	if args := text(`#job-args`); !strings.Contains(args, `<script>document.title=`) || !strings.Contains(args, `<img src=x onerror=`) {
 		t.Fatalf("hostile args not shown as text: %q", args)
 	}
+
+	// The workflow: reached from the lookup form, its cancelled fetch
+	// retried from its job page resumes it.
+	do("workflow",
+		chromedp.Navigate(base+"/workflows"),
+		chromedp.WaitVisible(chromedp.CSS(`#w-id`)),
+		chromedp.SendKeys(chromedp.CSS(`#w-id`), fmt.Sprint(flow.Workflow)),
+		chromedp.Click(chromedp.CSS(`#w-submit`)),
+		chromedp.WaitVisible(chromedp.CSS(`#workflow-jobs`)))
+	if counts := text(`#workflow-counts`); !strings.Contains(counts, "3 cancelled") || !strings.Contains(counts, "1 available") {
+		t.Fatalf("workflow counts: %q", counts)
+	}
+	do("workflow retry",
+		chromedp.Click(chromedp.CSS(fmt.Sprintf(`#workflow-jobs tr[data-id="%d"] td a`, flow.IDs[0]))),
+		chromedp.WaitVisible(chromedp.CSS(`#job-workflow`)),
+		chromedp.Click(chromedp.CSS(`#action-retry`)),
+		chromedp.WaitVisible(chromedp.CSS(`#confirm-form`)),
+		chromedp.Click(chromedp.CSS(`#confirm`)),
+		chromedp.WaitVisible(chromedp.CSS(`#done`)),
+		chromedp.Click(chromedp.CSS(`#job-workflow`)),
+		chromedp.WaitVisible(chromedp.CSS(`#workflow-jobs`)),
+		shot("workflow"))
+	if counts, status := text(`#workflow-counts`), text(`#workflow-status`); !strings.Contains(counts, "2 blocked") || !strings.Contains(status, "in progress") {
+		t.Fatalf("workflow after the retry: %q, %q", status, counts)
+	}
+	untouched("workflow")
+
 	do("locks", chromedp.Navigate(base+"/locks"), chromedp.WaitVisible(chromedp.CSS(`h1`)), shot("locks"))
 }

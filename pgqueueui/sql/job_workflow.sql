@@ -1,0 +1,8 @@
+-- job_workflow: job $1's workflow (null outside one) and how many jobs it
+-- depends on and how many depend on it (each at most MaxJobDependencies
+-- and MaxWorkflowJobs: index-only counts). No row: no such job.
+SELECT j.workflow_id,
+       (SELECT count(*) FROM {{schema}}.job_deps d WHERE d.child_id = j.id),
+       (SELECT count(*) FROM {{schema}}.job_deps d WHERE d.parent_id = j.id)
+FROM {{schema}}.jobs j
+WHERE j.id = $1
