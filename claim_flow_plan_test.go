@@ -118,6 +118,11 @@ func TestClaimFlowPlanManyKeys(t *testing.T) {
 				for _, bad := range seqScans(claim) {
 					t.Errorf("Seq Scan on jobs, %s", bad)
 				}
+				// flow_key is inlined: called as a function, it cost a
+				// SQL function call per candidate and per running job.
+				if text := explainText(t, conn, "(VERBOSE) "+claim); strings.Contains(text, "flow_key(") {
+					t.Errorf("flow_key is not inlined into the claim:\n%s", text)
+				}
 				plan := executed(claim)
 				if plan.ActualRows != limit {
 					t.Errorf("claimed %v jobs, want %d", plan.ActualRows, limit)

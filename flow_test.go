@@ -515,3 +515,40 @@ func TestSequenceStartsNextWithoutWaitingForAPoll(t *testing.T) {
 	t.Cleanup(func() { _ = c.Stop(context.Background()) })
 	waitFor(t, "the sequence's five jobs completed", func() bool { return countJobs(t, pool, "state = 'completed'") == 5 })
 }
+
+// TestFlowKeyDerivation pins the partition keys flow_key derives: they
+// are stored (flow_rates keeps each key's recent starts), so a rewrite of
+// the function must give the same text for the same job.
+func TestFlowKeyDerivation(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := newPool(t)
+	for _, tc := range []struct {
+		partitionKey *string
+		byKind       bool
+		byArgs       []string
+		want         *string
+	}{
+		{partitionKey: ptr("own"), byKind: true, byArgs: []string{"a"}, want: ptr("own")},
+		{byKind: false, byArgs: []string{}, want: nil},
+		{byKind: true, byArgs: []string{}, want: ptr("k")},
+		{byKind: false, byArgs: []string{"a"}, want: ptr(`"x"`)},
+		{byKind: true, byArgs: []string{"a", "b", "missing", "c"}, want: ptr("k\x1f\"x\"\x1f1\x1fnull\x1f{\"d\": [1, 2]}")},
+	} {
+		var got *string
+		must(t, pool.QueryRow(ctx, `SELECT pgqueue.flow_key($1, 'k', '{"a": "x", "b": 1, "c": {"d": [1, 2]}}', $2, $3)`,
+			tc.partitionKey, tc.byKind, tc.byArgs).Scan(&got))
+		if (got == nil) != (tc.want == nil) || (got != nil && *got != *tc.want) {
+			t.Errorf("flow_key(%v, by kind %v, by args %v) = %q, want %q", tc.partitionKey, tc.byKind, tc.byArgs, deref(got), deref(tc.want))
+		}
+	}
+}
+
+func ptr(s string) *string { return &s }
+
+func deref(s *string) string {
+	if s == nil {
+		return "<null>"
+	}
+	return *s
+}
