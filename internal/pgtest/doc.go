@@ -21,8 +21,9 @@
 // Otherwise Start fails with ErrNoServer and says how to provide a server.
 //
 // Each test binary migrates one template database, and each test gets a
-// clone of it (CREATE DATABASE ... TEMPLATE), dropped when the test ends.
-// Advisory locks and NOTIFY channels are per database, so tests isolated
+// clone of it (CREATE DATABASE ... TEMPLATE), dropped after the test ends.
+// Two connections of the binary's own clone ahead of the tests and drop
+// behind them, so that neither waits in a test's time. Advisory locks and NOTIFY channels are per database, so tests isolated
 // this way do not see each other even when many test binaries share one
 // server:
 //
