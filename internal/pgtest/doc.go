@@ -9,6 +9,7 @@
 //  2. A throwaway server from local PostgreSQL binaries (initdb and
 //     postgres on PATH, under `pg_config --bindir`, or the highest version
 //     in /usr/lib/postgresql/*/bin), initialised in a temporary directory
+//     (in /dev/shm when Linux has room there)
 //     and listening on a free port of 127.0.0.1, with fsync off. As root it
 //     runs as the postgres OS user, since initdb and postgres refuse root.
 //  3. A postgres:16-alpine container through testcontainers, when Docker
