@@ -17,8 +17,15 @@ const (
 	// spares is how many clones wait ready beyond the one each maker
 	// holds: enough for the tests that start at once.
 	spares = 4
-	// makers is how many clones are made at once.
-	makers = 2
+	// makers is how many goroutines clone, and droppers how many drop,
+	// while the tests run: all of them take turns on harnessConns
+	// connections. Concurrent drops share their checkpoints (PostgreSQL
+	// 15 checkpoints for every DROP DATABASE).
+	makers   = 2
+	droppers = 2
+	// closeDroppers is at most how many drop at once in Close, when the
+	// tests are over and the budget is free.
+	closeDroppers = 8
 	// queuedDrops is how many ended tests' databases may wait for their
 	// drop before a test's cleanup waits in turn.
 	queuedDrops = 256
@@ -45,11 +52,13 @@ type harness struct {
 
 	ready   chan clone
 	drops   chan string
+	turns   chan struct{}      // a connection's turn, harnessConns of them
 	stop    context.CancelFunc // stops the makers
 	makers  sync.WaitGroup
 	dropper sync.WaitGroup
 
-	dropErr error // the first failed drop, for Close; written by the dropper
+	errMu   sync.Mutex
+	dropErr error // the first failed drop, for Close
 
 	mu     sync.RWMutex // closed, and sends on drops
 	closed bool
@@ -76,7 +85,10 @@ func (t *Template) start() {
 		h.err = fmt.Errorf("harness: %w", err)
 		return
 	}
-	cfg.MaxConns = int32(harnessConns(MaxConns()))
+	// The whole budget, for Close; while the tests run, turns keeps to
+	// the harness's share.
+	cfg.MaxConns = int32(MaxConns())
+	h.turns = make(chan struct{}, harnessConns(MaxConns()))
 	if h.admin, err = pgxpool.NewWithConfig(ctx, cfg); err != nil {
 		h.err = fmt.Errorf("harness: %w", err)
 		return
@@ -100,8 +112,10 @@ func (t *Template) start() {
 			h.create += " STRATEGY FILE_COPY"
 		}
 	}
-	h.dropper.Add(1)
-	go h.dropAll()
+	for range droppers {
+		h.dropper.Add(1)
+		go h.dropAll(true)
+	}
 	for range makers {
 		h.makers.Add(1)
 		go h.make(ctx)
@@ -147,8 +161,14 @@ func (h *harness) make(ctx context.Context) {
 	defer h.makers.Done()
 	for ctx.Err() == nil {
 		name := randomName(databasePrefix)
+		select {
+		case h.turns <- struct{}{}:
+		case <-ctx.Done():
+			return
+		}
 		start := time.Now()
 		err := h.createDatabase(ctx, name)
+		<-h.turns
 		switch {
 		case err == nil:
 			h.madeMu.Lock()
@@ -178,17 +198,26 @@ func (h *harness) make(ctx context.Context) {
 	}
 }
 
-// dropAll drops the queued databases until the queue closes.
-func (h *harness) dropAll() {
+// dropAll drops the queued databases until the queue closes, taking
+// turns when the tests still run.
+func (h *harness) dropAll(turns bool) {
 	defer h.dropper.Done()
 	for name := range h.drops {
+		if turns {
+			h.turns <- struct{}{}
+		}
 		start := time.Now()
 		ctx, cancel := context.WithTimeout(context.Background(), dropTimeout)
 		err := dropDatabase(ctx, h.admin, name)
 		cancel()
+		if turns {
+			<-h.turns
+		}
+		h.errMu.Lock()
 		if err != nil && h.dropErr == nil {
 			h.dropErr = err
 		}
+		h.errMu.Unlock()
 		h.dropped.Add(1)
 		h.dropTime.Add(int64(time.Since(start)))
 	}
@@ -211,12 +240,19 @@ func (h *harness) close(ctx context.Context) error {
 	h.closed = true
 	close(h.drops)
 	h.mu.Unlock()
+	// The tests are over: what is left drops on more connections at once.
+	for range min(closeDroppers, MaxConns()) - droppers {
+		h.dropper.Add(1)
+		go h.dropAll(false)
+	}
 	done := make(chan struct{})
 	go func() { h.dropper.Wait(); close(done) }()
 	var err error
 	select {
 	case <-done:
+		h.errMu.Lock()
 		err = h.dropErr
+		h.errMu.Unlock()
 	case <-ctx.Done():
 		err = fmt.Errorf("pgtest: wait for the tests' databases to drop: %w", ctx.Err())
 	}
@@ -238,8 +274,8 @@ func (h *harness) timing() string {
 		}
 		return (time.Duration(total / n)).Round(time.Millisecond).String()
 	}
-	return fmt.Sprintf("pgtest: %d clones made %d at once, %s each (%s); tests waited %s for them in all; %d dropped, %s each",
-		h.cloned.Load(), makers, mean(h.cloneTime.Load(), h.cloned.Load()), h.create[len("CREATE DATABASE %s "):],
+	return fmt.Sprintf("pgtest: %d clones made up to %d at once, %s each (%s); tests waited %s for them in all; %d dropped, %s each",
+		h.cloned.Load(), harnessConns(MaxConns()), mean(h.cloneTime.Load(), h.cloned.Load()), h.create[len("CREATE DATABASE %s "):],
 		time.Duration(h.waitTime.Load()).Round(time.Millisecond), h.dropped.Load(), mean(h.dropTime.Load(), h.dropped.Load()))
 }
 
