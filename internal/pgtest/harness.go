@@ -66,7 +66,7 @@ type harness struct {
 	cloned, cloneTime, waitTime, dropped, dropTime atomic.Int64
 
 	madeMu sync.Mutex
-	made   []string // every clone, for the tests of pgtest
+	made   []string // every clone tried, for the tests of pgtest
 }
 
 // clone is a database made ahead, or why making it failed.
@@ -166,14 +166,18 @@ func (h *harness) make(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		}
+		h.madeMu.Lock()
+		h.made = append(h.made, name)
+		h.madeMu.Unlock()
 		start := time.Now()
-		err := h.createDatabase(ctx, name)
+		// Not cancelled by Close: a CREATE DATABASE cancelled in flight
+		// may still commit after the DROP meant to clean it up.
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), dropTimeout)
+		err := h.createDatabase(cctx, name)
+		cancel()
 		<-h.turns
 		switch {
 		case err == nil:
-			h.madeMu.Lock()
-			h.made = append(h.made, name)
-			h.madeMu.Unlock()
 			h.cloned.Add(1)
 			h.cloneTime.Add(int64(time.Since(start)))
 			select {
@@ -182,9 +186,7 @@ func (h *harness) make(ctx context.Context) {
 				h.drops <- name
 			}
 		case ctx.Err() != nil:
-			// The statement may have ended on the server before the
-			// cancel reached it.
-			h.drops <- name
+			return
 		default:
 			select {
 			case h.ready <- clone{err: err}:

@@ -151,7 +151,7 @@ func TestNewTemplate(t *testing.T) {
 				t.Fatalf("no spare made in %s", dropTimeout)
 			}
 		}
-		// Makers may be making more as Close stops them.
+		// Makers may be making more as Close stops them: those too must go.
 		if err := tmpl.Close(t.Context()); err != nil {
 			t.Fatal(err)
 		}
