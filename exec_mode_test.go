@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -90,6 +91,11 @@ func runExecModeFlows(t *testing.T, pool *pgxpool.Pool) {
 	var log testlog.Buffer
 	var attempts, snoozes atomic.Int64
 	var client atomic.Pointer[pgqueue.Client]
+	// Closed when the "cancel" job's handler runs: a job is running in
+	// the table from its claim, before its handler starts, and a cancel
+	// landing in between is heard at the next heartbeat (10 s).
+	cancelRuns := make(chan struct{})
+	var cancelRunsOnce sync.Once
 	workers := pgqueue.NewWorkers()
 	must(t, pgqueue.AddWorkerFunc(workers, func(ctx context.Context, job *pgqueue.Job[modeArgs]) error {
 		attempts.Add(1)
@@ -103,6 +109,7 @@ func runExecModeFlows(t *testing.T, pool *pgxpool.Pool) {
 				return pgqueue.JobSnooze(10 * time.Millisecond)
 			}
 		case "cancel":
+			cancelRunsOnce.Do(func() { close(cancelRuns) })
 			<-ctx.Done()
 			return ctx.Err()
 		case "tx":
@@ -192,7 +199,11 @@ func runExecModeFlows(t *testing.T, pool *pgxpool.Pool) {
 	held, err := c.Enqueue(ctx, modeArgs{N: 6, Do: "ok"}, &pgqueue.EnqueueOpts{Queue: "paused"})
 	must(t, err)
 
-	waitState(t, pool, cancelled.ID, "running")
+	select {
+	case <-cancelRuns:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the job to cancel never ran")
+	}
 	_, err = c.JobCancel(ctx, cancelled.ID)
 	must(t, err)
 	waitState(t, pool, cancelled.ID, "cancelled")

@@ -66,7 +66,10 @@ func TestSessionLockLostWhenPoolerMovesSession(t *testing.T) {
 	pooler := startRotatingPooler(t, fmt.Sprintf("%s:%d", direct.Host, direct.Port), 4)
 	lk := newLocker(t, poolThrough(t, direct, pooler), nil)
 
-	lock, err := lk.LockSession(ctx, "report", &pglock.SessionLockOpts{KeepaliveInterval: 50 * time.Millisecond})
+	// Each keepalive gets its interval to answer: at 50 ms a loaded machine
+	// (-race, load 20) let one time out, losing the lock to a slow
+	// answer rather than to the moved session.
+	lock, err := lk.LockSession(ctx, "report", &pglock.SessionLockOpts{KeepaliveInterval: 500 * time.Millisecond})
 	if err != nil {
 		t.Fatalf("session lock while the pooler keeps one backend: %v", err)
 	}

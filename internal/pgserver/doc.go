@@ -1,7 +1,8 @@
 // Package pgserver runs private, throwaway PostgreSQL servers from the
 // local server binaries (initdb and postgres on PATH, under
 // `pg_config --bindir`, or the highest version in /usr/lib/postgresql/*/bin),
-// in a temporary directory, on a free port of 127.0.0.1, with fsync off. As
+// in a temporary directory (or in memory: Options.InMemory), on a free
+// port of 127.0.0.1, with fsync off. As
 // root it runs them as the postgres OS user, since initdb and postgres
 // refuse root.
 //

@@ -91,6 +91,37 @@ func TestStart(t *testing.T) {
 	})
 }
 
+func TestStartInMemory(t *testing.T) {
+	t.Parallel()
+	mem := memoryDir()
+	if mem == "" {
+		t.Skip("no tmpfs with room at /dev/shm: InMemory servers live in the temporary directory")
+	}
+	ctx := t.Context()
+	l, err := Start(ctx, Options{InMemory: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = l.Close() })
+	if dir := filepath.Dir(l.DataDir()); filepath.Dir(dir) != mem {
+		t.Errorf("server dir %s, want one in %s", dir, mem)
+	}
+	conn := connect(t, l.ConnString("postgres"))
+	if _, err := conn.Exec(ctx, `CREATE TABLE kept (v text); INSERT INTO kept VALUES ('before crash')`); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.StopImmediate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var v string
+	if err := connect(t, l.ConnString("postgres")).QueryRow(ctx, `SELECT v FROM kept`).Scan(&v); err != nil {
+		t.Fatalf("read row after restart: %v", err)
+	}
+}
+
 func connectQuickly(ctx context.Context, connString string) (*pgx.Conn, error) {
 	cfg, err := pgx.ParseConfig(connString)
 	if err != nil {

@@ -24,9 +24,22 @@ const (
 	// (DATABASE_URL) when MaxConnsEnv is unset: each binary takes its share.
 	sharedServerConns = 40
 	// testConns is what one running test's pools and children may hold
-	// at most: the binary runs MaxConns / testConns tests at once.
-	testConns = 20
+	// at most: the binary runs (MaxConns - harness) / testConns tests at
+	// once.
+	testConns = 19
+	// shortTestConns is testConns under -short: the quick mode's tests
+	// are its small ones, and more of them run at once.
+	shortTestConns = 9
 )
+
+// harnessConns is what the harness that clones and drops the tests'
+// databases holds of a budget of n: 2, or 1 in a budget under 4.
+func harnessConns(n int) int {
+	if n < 4 {
+		return 1
+	}
+	return 2
+}
 
 // MaxConns returns the connection budget of this test binary:
 // PGQUEUE_TEST_MAX_CONNS; else, on a server shared through DATABASE_URL,
@@ -43,15 +56,24 @@ func MaxConns() int {
 }
 
 // TestConns returns how many connections one running test may hold,
-// across all its pools and child processes: 20, or the whole budget when
-// MaxConns is smaller. A test sizes its pools from it.
+// across all its pools and child processes: 19 (9 under -short), or what
+// the budget leaves beside the harness's 2 when that is less. A test
+// sizes its pools from it.
 func TestConns() int {
-	return min(testConns, MaxConns())
+	per := testConns
+	if testing.Short() {
+		per = shortTestConns
+	}
+	n := MaxConns()
+	return max(1, min(per, n-harnessConns(n)))
 }
 
-// limitParallel lowers -test.parallel so that the tests running at once
-// hold at most MaxConns connections together.
-func limitParallel() error {
+// setParallel sets -test.parallel to the tests the connection budget
+// holds at once, (MaxConns - harness) / TestConns, rather than go test's
+// default of GOMAXPROCS: the tests mostly wait on the server and on
+// timers, not on the CPU. A -parallel given on the command line is kept
+// when lower.
+func setParallel() error {
 	if !flag.Parsed() {
 		flag.Parse()
 	}
@@ -63,10 +85,15 @@ func limitParallel() error {
 	if err != nil {
 		return nil
 	}
-	if limit := max(1, MaxConns()/TestConns()); cur > limit {
-		if err := f.Value.Set(strconv.Itoa(limit)); err != nil {
-			return fmt.Errorf("pgtest: limit -test.parallel to %d: %w", limit, err)
-		}
+	given := false
+	flag.Visit(func(v *flag.Flag) { given = given || v == f })
+	n := MaxConns()
+	limit := max(1, (n-harnessConns(n))/TestConns())
+	if given && cur <= limit {
+		return nil
+	}
+	if err := f.Value.Set(strconv.Itoa(limit)); err != nil {
+		return fmt.Errorf("pgtest: set -test.parallel to %d: %w", limit, err)
 	}
 	return nil
 }

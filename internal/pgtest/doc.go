@@ -9,6 +9,7 @@
 //  2. A throwaway server from local PostgreSQL binaries (initdb and
 //     postgres on PATH, under `pg_config --bindir`, or the highest version
 //     in /usr/lib/postgresql/*/bin), initialised in a temporary directory
+//     (in /dev/shm when Linux has room there)
 //     and listening on a free port of 127.0.0.1, with fsync off. As root it
 //     runs as the postgres OS user, since initdb and postgres refuse root.
 //  3. A postgres:16-alpine container through testcontainers, when Docker
@@ -21,8 +22,9 @@
 // Otherwise Start fails with ErrNoServer and says how to provide a server.
 //
 // Each test binary migrates one template database, and each test gets a
-// clone of it (CREATE DATABASE ... TEMPLATE), dropped when the test ends.
-// Advisory locks and NOTIFY channels are per database, so tests isolated
+// clone of it (CREATE DATABASE ... TEMPLATE), dropped after the test ends.
+// Two connections of the binary's own clone ahead of the tests and drop
+// behind them, so that neither waits in a test's time. Advisory locks and NOTIFY channels are per database, so tests isolated
 // this way do not see each other even when many test binaries share one
 // server:
 //

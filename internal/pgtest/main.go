@@ -31,12 +31,12 @@ var shared struct {
 //
 // It starts a server (see Start), builds the template with setup, makes
 // both available through DB and Shared, runs the tests, then drops the
-// template and closes the server. It runs at most MaxConns / TestConns
-// tests at once (lowering -test.parallel). It returns the exit code for os.Exit; if
+// template and closes the server. It runs as many tests at once as the
+// connection budget holds (see setParallel). It returns the exit code for os.Exit; if
 // no server can be had it prints why, and how to provide one, to stderr and
 // returns 1.
 func Main(m *testing.M, setup func(ctx context.Context, connString string) error) int {
-	if err := limitParallel(); err != nil {
+	if err := setParallel(); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}

@@ -45,8 +45,14 @@ func connect(tb testing.TB, connString string) *pgx.Conn {
 // databaseExists asks the shared server's catalogue about name.
 func databaseExists(tb testing.TB, name string) bool {
 	tb.Helper()
+	return databaseOn(tb, connect(tb, Shared().AdminConnString()), name)
+}
+
+// databaseOn asks the catalogue of conn's server about name.
+func databaseOn(tb testing.TB, conn *pgx.Conn, name string) bool {
+	tb.Helper()
 	var exists bool
-	err := connect(tb, Shared().AdminConnString()).QueryRow(tb.Context(),
+	err := conn.QueryRow(tb.Context(),
 		`SELECT EXISTS (SELECT FROM pg_database WHERE datname = $1)`, name).Scan(&exists)
 	if err != nil {
 		tb.Fatalf("query pg_database: %v", err)

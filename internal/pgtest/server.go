@@ -143,7 +143,7 @@ func (p probe) start(ctx context.Context) (*Server, error) {
 	case SourceDatabaseURL:
 		return startDatabaseURL(ctx, pl.databaseURL)
 	case SourceLocal:
-		l, err := pgserver.Start(ctx, pgserver.Options{Binaries: &pl.bin, Settings: sharedSettings})
+		l, err := pgserver.Start(ctx, pgserver.Options{Binaries: &pl.bin, Settings: sharedSettings, InMemory: true})
 		if err != nil {
 			return nil, fmt.Errorf("pgtest: start server from local binaries: %w", err)
 		}

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -30,6 +31,9 @@ const (
 type Template struct {
 	server *Server
 	name   string
+
+	once sync.Once
+	h    *harness // started by the first NewDatabase
 }
 
 // NewTemplate creates a uniquely named template database on s, calls setup
@@ -74,29 +78,41 @@ func NewTemplate(ctx context.Context, s *Server, setup func(ctx context.Context,
 // Name returns the template database's name.
 func (t *Template) Name() string { return t.name }
 
-// NewDatabase creates a database cloned from the template for the test tb,
-// drops it (even if still in use) when the test and its subtests end, and
-// returns its connection string. It ends the test on failure. It is safe for
+// NewDatabase returns the connection string of a database cloned from the
+// template for the test tb, dropped (even if still in use) after the test
+// and its subtests end. It ends the test on failure. It is safe for
 // parallel tests.
+//
+// The clone was made ahead of time: a few goroutines keep some clones
+// ready, and the drop happens in the background after the test, so
+// neither waits in a test's time. Close drops what is left.
 func (t *Template) NewDatabase(tb testing.TB) string {
 	tb.Helper()
-	name := randomName(databasePrefix)
-	if err := t.createDatabase(tb.Context(), name); err != nil {
+	t.once.Do(t.start)
+	name, err := t.h.take(tb.Context())
+	if err != nil {
 		tb.Fatalf("pgtest: %v", err)
 	}
+	// Registered first, so it runs after the test's own cleanups (its
+	// pools closed) and its subtests.
 	tb.Cleanup(func() {
-		// tb.Context is already cancelled when cleanups run.
-		ctx, cancel := context.WithTimeout(context.Background(), dropTimeout)
-		defer cancel()
-		if err := t.dropDatabase(ctx, name); err != nil {
+		if err := t.h.dropLater(name); err != nil {
 			tb.Errorf("pgtest: %v", err)
 		}
 	})
 	return t.server.ConnString(name)
 }
 
-// Close drops the template database.
+// Close drops the databases made ahead, waits for the drops of the tests'
+// databases, and drops the template database. No test may call
+// NewDatabase after.
 func (t *Template) Close(ctx context.Context) error {
+	t.once.Do(func() {}) // no harness from now on
+	if t.h != nil {
+		if err := t.h.close(ctx); err != nil {
+			return err
+		}
+	}
 	conn, err := pgx.Connect(ctx, t.server.AdminConnString())
 	if err != nil {
 		return fmt.Errorf("pgtest: drop template: connect: %w", err)
@@ -112,42 +128,6 @@ func (t *Template) drop(ctx context.Context, conn *pgx.Conn) error {
 	}
 	if _, err := conn.Exec(ctx, "DROP DATABASE IF EXISTS "+t.ident()+" WITH (FORCE)"); err != nil {
 		return fmt.Errorf("pgtest: drop template: %w", err)
-	}
-	return nil
-}
-
-func (t *Template) createDatabase(ctx context.Context, name string) error {
-	conn, err := pgx.Connect(ctx, t.server.AdminConnString())
-	if err != nil {
-		return fmt.Errorf("create database: connect: %w", err)
-	}
-	defer conn.Close(context.WithoutCancel(ctx))
-	sql := "CREATE DATABASE " + pgx.Identifier{name}.Sanitize() + " TEMPLATE " + t.ident()
-	for attempt := 1; ; attempt++ {
-		_, err = conn.Exec(ctx, sql)
-		if err == nil || attempt == createAttempts || !isObjectInUse(err) {
-			break
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("create database: %w", ctx.Err())
-		case <-time.After(time.Duration(attempt) * createBackoff):
-		}
-	}
-	if err != nil {
-		return fmt.Errorf("create database from %s: %w", t.name, err)
-	}
-	return nil
-}
-
-func (t *Template) dropDatabase(ctx context.Context, name string) error {
-	conn, err := pgx.Connect(ctx, t.server.AdminConnString())
-	if err != nil {
-		return fmt.Errorf("drop database: connect: %w", err)
-	}
-	defer conn.Close(context.WithoutCancel(ctx))
-	if _, err := conn.Exec(ctx, "DROP DATABASE IF EXISTS "+pgx.Identifier{name}.Sanitize()+" WITH (FORCE)"); err != nil {
-		return fmt.Errorf("drop database %s: %w", name, err)
 	}
 	return nil
 }

@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
 )
@@ -55,8 +57,13 @@ func TestNewDatabase(t *testing.T) {
 			if !strings.HasPrefix(name, databasePrefix) {
 				t.Errorf("database %q lacks prefix %q", name, databasePrefix)
 			}
-			if databaseExists(t, name) {
-				t.Errorf("database %q still exists after its test ended", name)
+			// Dropped in the background once the test ended.
+			deadline := time.Now().Add(dropTimeout)
+			for admin := connect(t, Shared().AdminConnString()); databaseOn(t, admin, name); {
+				if time.Now().After(deadline) {
+					t.Fatalf("database %q still exists %s after its test ended", name, dropTimeout)
+				}
+				time.Sleep(10 * time.Millisecond)
 			}
 		}
 	})
@@ -124,6 +131,35 @@ func TestNewTemplate(t *testing.T) {
 		}
 		if databaseExists(t, tmpl.Name()) {
 			t.Errorf("template %q still exists after Close", tmpl.Name())
+		}
+	})
+
+	t.Run("CloseDropsEveryClone", func(t *testing.T) {
+		t.Parallel()
+		tmpl, err := NewTemplate(t.Context(), Shared(), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Run("test", func(t *testing.T) { connect(t, tmpl.NewDatabase(t)) })
+		made := func() []string {
+			tmpl.h.madeMu.Lock()
+			defer tmpl.h.madeMu.Unlock()
+			return slices.Clone(tmpl.h.made)
+		}
+		for deadline := time.Now().Add(dropTimeout); len(made()) < 2; time.Sleep(10 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("no spare made in %s", dropTimeout)
+			}
+		}
+		// Makers may be making more as Close stops them: those too must go.
+		if err := tmpl.Close(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		admin := connect(t, Shared().AdminConnString())
+		for _, name := range made() {
+			if databaseOn(t, admin, name) {
+				t.Errorf("clone %q left after Close", name)
+			}
 		}
 	})
 
