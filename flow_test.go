@@ -481,11 +481,7 @@ func TestSequencesRunningClients(t *testing.T) {
 func TestLimitedQueueStartsWithoutWaitingForAPoll(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	pool := newPool(t)
-	ws := pgqueue.NewWorkers()
-	must(t, pgqueue.AddWorkerFunc(ws, func(ctx context.Context, job *pgqueue.Job[flowArgs]) error { return nil }, nil))
-	c := newClient(t, pool, &pgqueue.Config{Workers: ws, Queues: map[string]pgqueue.QueueConfig{"q": {MaxWorkers: 2}},
-		FetchPollInterval: time.Hour})
+	pool, c := newHourPollClient(t)
 	must(t, c.QueueSetLimits(ctx, "q", pgqueue.QueueLimits{MaxRunning: 1}))
 	for i := range 3 {
 		enqueueFlow(t, c, "q", "a", i)
@@ -495,6 +491,18 @@ func TestLimitedQueueStartsWithoutWaitingForAPoll(t *testing.T) {
 	waitFor(t, "three completed", func() bool { return countJobs(t, pool, "state = 'completed'") == 3 })
 }
 
+// newHourPollClient is a client of queue "q" (two workers of no-op
+// flowArgs jobs) that polls once at start and then once an hour: in a
+// test, no job of it waits for a poll.
+func newHourPollClient(t *testing.T) (*pgxpool.Pool, *pgqueue.Client) {
+	t.Helper()
+	pool := newPool(t)
+	ws := pgqueue.NewWorkers()
+	must(t, pgqueue.AddWorkerFunc(ws, func(ctx context.Context, job *pgqueue.Job[flowArgs]) error { return nil }, nil))
+	return pool, newClient(t, pool, &pgqueue.Config{Workers: ws, Queues: map[string]pgqueue.QueueConfig{"q": {MaxWorkers: 2}},
+		FetchPollInterval: time.Hour})
+}
+
 // TestSequenceStartsNextWithoutWaitingForAPoll runs a sequence of five
 // jobs with an hour between polls: each written result must wake the
 // producer for the sequence's next job (a claim taken meanwhile found it
@@ -502,11 +510,7 @@ func TestLimitedQueueStartsWithoutWaitingForAPoll(t *testing.T) {
 func TestSequenceStartsNextWithoutWaitingForAPoll(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	pool := newPool(t)
-	ws := pgqueue.NewWorkers()
-	must(t, pgqueue.AddWorkerFunc(ws, func(ctx context.Context, job *pgqueue.Job[flowArgs]) error { return nil }, nil))
-	c := newClient(t, pool, &pgqueue.Config{Workers: ws, Queues: map[string]pgqueue.QueueConfig{"q": {MaxWorkers: 2}},
-		FetchPollInterval: time.Hour})
+	pool, c := newHourPollClient(t)
 	for i := range 5 {
 		_, err := c.Enqueue(ctx, flowArgs{Customer: "a", N: i}, &pgqueue.EnqueueOpts{Queue: "q", SequenceKey: "s"})
 		must(t, err)
