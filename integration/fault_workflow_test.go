@@ -40,9 +40,9 @@ const (
 	wfParents     = 3 // each job of a layer after the first depends on this many of the layer above
 
 	// wfMutantEnv, set to 1, has the test itself break the fenced
-	// release: after faults, it settles (workflow_settle, as a completion
-	// does) the edges of a few running parents, as a stale completion that
-	// ignored its fence would. The checks must then fail.
+	// release: halfway through the faults, it settles (workflow_settle, as
+	// a completion does) the edges of five running parents, as a stale
+	// completion that ignored its fence would. The checks must then fail.
 	wfMutantEnv = "PGQUEUE_FAULT_WORKFLOW_MUTANT"
 )
 
@@ -276,6 +276,7 @@ func TestFaultWorkflow(t *testing.T) {
 	deadline := time.Now().Add(duration)
 	nextFault := time.Now()
 	lastFeed := time.Now()
+	mutated := false
 	for time.Now().Before(deadline) {
 		now := time.Now()
 		stopped = slices.DeleteFunc(stopped, func(s frozen) bool {
@@ -293,6 +294,15 @@ func TestFaultWorkflow(t *testing.T) {
 				f.addWorkflow()
 			}
 			lastFeed = now
+		}
+		if mutant && !mutated && deadline.Sub(now) < duration/2 {
+			// A stale completion, as a release that ignored the fence
+			// would settle it: the parents' edges resolve while they run.
+			released := e.mustCount(`
+				SELECT coalesce(sum(pgqueue.workflow_settle(ARRAY[id], ARRAY['completed'])), 0)
+				FROM (SELECT id FROM pgqueue.jobs WHERE state = 'running' AND has_children LIMIT 5) p`)
+			t.Logf("mutant: settled the edges of 5 running parents, releasing %d children", released)
+			mutated = true
 		}
 		if now.Before(nextFault) {
 			time.Sleep(50 * time.Millisecond)
@@ -346,14 +356,6 @@ func TestFaultWorkflow(t *testing.T) {
 	faultsDone := time.Now()
 	stopBG()
 	wg.Wait()
-	var mutated int64
-	if mutant {
-		mutated = e.mustCount(`
-			SELECT count(*) FROM (
-			    SELECT pgqueue.workflow_settle(ARRAY[id], ARRAY['completed'])
-			    FROM pgqueue.jobs WHERE state IN ('running', 'available', 'scheduled') AND has_children LIMIT 5) s`)
-		t.Logf("mutant: settled the edges of %d parents that had not completed", mutated)
-	}
 
 	// Faults off: every job must end, however long it takes while jobs keep
 	// ending.
