@@ -695,7 +695,7 @@ func (e *faultEnv) checkWorkflow(ctx context.Context, snapshotViolations []strin
 		Scan(&workflows, &edges, &resolvedAtInsert, &releases, &claims, &children, &maxLayer, &runs, &releaseToClaim); err != nil {
 		e.t.Fatal(err)
 	}
-	summary := fmt.Sprintf("workflows=%d layers=%d children=%d edges=%d (resolved at insert %d) releases=%d claims=%d completetx_runs=%d release_to_claim_median=%s",
+	summary := fmt.Sprintf("workflows=%d layers=%d children=%d edges=%d (resolved at insert %d) releases=%d wf_claims=%d completetx_runs=%d release_to_claim_median=%s",
 		workflows, maxLayer+1, children, edges, resolvedAtInsert, releases, claims, runs, releaseToClaim)
 	if len(violations) > 0 {
 		e.t.Fatalf("workflow guarantees violated (%s):\n  %s", summary, strings.Join(violations, "\n  "))
