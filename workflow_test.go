@@ -432,6 +432,34 @@ func TestWorkflowFencedRelease(t *testing.T) {
 		must(t, <-done)
 		b.wantStates(t, []int64{parent.ID, res.IDs[0]}, "completed", "available")
 	})
+
+	// The same when the completion's transaction began before the insert:
+	// the child's run_at (its insert's now()) is after the completing
+	// transaction's now(), yet the child is due and is released
+	// available, not scheduled for the scheduler to find (TestFaultWorkflow
+	// found it so, with jobs joining a running workflow).
+	t.Run("CompletionBegunBeforeTheInsertReleasesAvailable", func(t *testing.T) {
+		t.Parallel()
+		b := setupWorkflow(t)
+		parent, err := b.client.Enqueue(ctx, noteArgs{}, nil)
+		must(t, err)
+		jobs := b.claim(t)
+		completing, err := b.pool.Begin(ctx) // its now() is fixed here
+		must(t, err)
+		defer func() { _ = completing.Rollback(ctx) }()
+		time.Sleep(10 * time.Millisecond)
+		tx, err := b.pool.Begin(ctx)
+		must(t, err)
+		res, err := b.client.EnqueueManyTx(ctx, tx, []pgqueue.EnqueueManyParams{dependent(1, pgqueue.DependsOnJob(parent.ID))})
+		must(t, err)
+		done := make(chan error, 1)
+		go func() { done <- b.client.CompleteTx(ctx, completing, jobs[0]) }()
+		time.Sleep(200 * time.Millisecond) // the completion waits for the parent's row
+		must(t, tx.Commit(ctx))
+		must(t, <-done)
+		must(t, completing.Commit(ctx))
+		b.wantStates(t, []int64{parent.ID, res.IDs[0]}, "completed", "available")
+	})
 }
 
 // TestWorkflowFailurePolicy checks what a parent's discard or

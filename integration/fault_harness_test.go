@@ -178,13 +178,21 @@ type faultEnv struct {
 // out twice), creates and migrates a database, and enqueues the jobs.
 func newFaultEnv(t *testing.T, jobs int) *faultEnv {
 	t.Helper()
+	return newFaultEnvSettings(t, jobs, nil)
+}
+
+// newFaultEnvSettings is newFaultEnv with more server settings.
+func newFaultEnvSettings(t *testing.T, jobs int, settings map[string]string) *faultEnv {
+	t.Helper()
 	skipInShortMode(t, "runs 4 faultworker processes through a fault for 5-20 s")
 	began := time.Now()
 	bin := buildBinary(t, "github.com/pgqueue/pgqueue/integration/faultworker")
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
 
-	server, err := pgserver.Start(ctx, pgserver.Options{Settings: map[string]string{"synchronous_commit": "on"}})
+	all := map[string]string{"synchronous_commit": "on"}
+	maps.Copy(all, settings)
+	server, err := pgserver.Start(ctx, pgserver.Options{Settings: all})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -525,6 +533,12 @@ type faultFigures struct {
 // found, and returns the scenario's figures.
 func (e *faultEnv) check() faultFigures {
 	e.t.Helper()
+	return e.checkWith(faultInvariants)
+}
+
+// checkWith is check with invariants in place of faultInvariants.
+func (e *faultEnv) checkWith(invariants []faultInvariant) faultFigures {
+	e.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 
@@ -533,7 +547,7 @@ func (e *faultEnv) check() faultFigures {
 	if total != int64(e.jobs) {
 		violations = append(violations, fmt.Sprintf("no job lost: %d jobs in the table, %d enqueued", total, e.jobs))
 	}
-	for _, inv := range faultInvariants {
+	for _, inv := range invariants {
 		rows := e.evidence(ctx, inv.query)
 		if len(rows) == 0 {
 			continue

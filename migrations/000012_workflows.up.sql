@@ -105,10 +105,14 @@ BEGIN
                 UPDATE {{schema}}.jobs c
                 SET pending_parents = c.pending_parents - k.n,
                     state = CASE WHEN c.state <> 'blocked' OR c.pending_parents > k.n THEN c.state
-                                 WHEN c.run_at > now() THEN 'scheduled'
+                                 WHEN c.run_at > clock_timestamp() THEN 'scheduled'
                                  ELSE 'available' END
                 FROM unnest(kids, counts) AS k(id, n)
-                -- Joined by id alone: each child found through the primary
+                -- clock_timestamp(), not now(): a child inserted (run_at
+                -- its insert's now()) while this transaction, begun
+                -- earlier, waited for the parent's row lock is due, and
+                -- would otherwise wait for the scheduler. Joined by id
+                -- alone: each child found through the primary
                 -- key from its row of k. With id = ANY (kids) as well, the
                 -- plan filtered all of kids' rows for each row of k.
                 WHERE c.id = k.id

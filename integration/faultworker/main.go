@@ -21,7 +21,8 @@
 // under its own newer fence, until the test releases it. Its connections carry
 // application_name faultworker-<name>, and its client ID (the jobs'
 // worker_id) is <name>. With -flow it works "flow" jobs too (flow.go),
-// for the fault test of flow control. The flags it shares with lockworker, and its exit
+// for the fault test of flow control; with -workflow, "wf" jobs
+// (workflow.go), for the fault test of workflows. The flags it shares with lockworker, and its exit
 // codes, are workerproc's.
 //
 // Usage:
@@ -112,6 +113,7 @@ type options struct {
 	victim     bool
 	hold       bool
 	flow       bool
+	workflow   bool
 }
 
 func (o *options) register(fs *flag.FlagSet) {
@@ -130,6 +132,7 @@ func (o *options) register(fs *flag.FlagSet) {
 	fs.BoolVar(&o.victim, "victim", false, "handlers follow the job's mode arg (see the package doc)")
 	fs.BoolVar(&o.hold, "hold", false, "handlers hold a job listed in holds with a lower fence, running, until it is released")
 	fs.BoolVar(&o.flow, "flow", false, `work "flow" jobs too, recording their runs in flow_runs (see flow.go)`)
+	fs.BoolVar(&o.workflow, "workflow", false, `work "wf" jobs too, recording the runs completed with CompleteTx in wf_runs (see workflow.go)`)
 }
 
 func (o *options) check() error {
@@ -187,6 +190,11 @@ func (o *options) run(ctx context.Context, p *workerproc.Worker) error {
 	}
 	if o.flow {
 		if err := pgqueue.AddWorker[FlowArgs](workers, flowWorker{w}, nil); err != nil {
+			return err
+		}
+	}
+	if o.workflow {
+		if err := pgqueue.AddWorker[WorkflowArgs](workers, workflowWorker{w}, nil); err != nil {
 			return err
 		}
 	}

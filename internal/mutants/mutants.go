@@ -170,6 +170,15 @@ var mutants = []mutant{
 	{name: "prune-ignores-waiting-children", file: "internal/jobsql/sql/prune.sql",
 		old: "      AND (has_children IS NOT TRUE OR NOT EXISTS (", new: "      AND (true OR NOT EXISTS (",
 		tests: []testRun{{pkg: "./", run: "TestWorkflowPrune"}}},
+	// Only a fenced completion releases dependents. The
+	// mutant settles the refused completions of a batch too (the jobs
+	// that had dependents when the statement began), besides the ones
+	// that landed.
+	{name: "complete_many-settles-refused-completions", file: "internal/jobsql/sql/complete_many.sql",
+		old: "    SELECT {{schema}}.workflow_settle(array_agg(id), array_agg('completed'::text))\n    FROM done WHERE has_children HAVING count(*) > 0",
+		new: "    SELECT {{schema}}.workflow_settle(array_agg(id), array_agg('completed'::text))\n    FROM (SELECT id FROM done WHERE has_children\n" +
+			"          UNION SELECT j.id FROM r JOIN {{schema}}.jobs j ON j.id = r.id WHERE j.has_children) s HAVING count(*) > 0",
+		tests: []testRun{{pkg: "./", run: "TestWorkflowFencedRelease/StaleCompletionReleasesNothing"}, {pkg: "./integration/", run: "TestFaultWorkflow$"}}},
 
 	// Lock backends' fence counters.
 	{name: "filelock-fence-not-incremented", file: "filelock/fenced.go",

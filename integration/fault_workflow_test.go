@@ -1,0 +1,711 @@
+//go:build unix
+
+package integration_test
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/pgqueue/pgqueue"
+)
+
+// The fault test of workflows: eight faultworker processes (-workflow)
+// work layered workflows (each job depending on 3 jobs of the layer
+// above) while the test kills, freezes and cuts them off from the server
+// at random. Even jobs complete with CompleteTx and record their run in
+// that transaction; odd ones return and are completed by the client's
+// batched completer, so both fenced release paths meet the faults.
+//
+// What a child's release depends on is recorded by triggers, in the
+// transactions that do it, so that only committed writes are seen and
+// each carries its transaction's id: every change of a workflow job's
+// state or fence (claims, rescues, completions, releases) in wf_events,
+// every edge inserted or resolved in wf_edges. The server keeps commit
+// timestamps (track_commit_timestamp), so the checks know when each of
+// those transactions became visible.
+
+const (
+	wfQueue       = "wf"
+	wfWorkers     = 8
+	wfWorkerSlots = 4
+	wfLayers      = 20
+	wfParents     = 3 // each job of a layer after the first depends on this many of the layer above
+
+	// wfMutantEnv, set to 1, has the test itself break the fenced
+	// release: halfway through the faults, it settles (workflow_settle, as
+	// a completion does) the edges of five running parents, as a stale
+	// completion that ignored its fence would. The checks must then fail.
+	wfMutantEnv = "PGQUEUE_FAULT_WORKFLOW_MUTANT"
+)
+
+// faultWorkflowArgs matches faultworker's WorkflowArgs.
+type faultWorkflowArgs struct {
+	Layer int `json:"layer"`
+}
+
+func (faultWorkflowArgs) Kind() string { return "wf" }
+
+// wfSchema is what the workflow test adds to faultSchema.
+const wfSchema = `
+-- The runs completed with CompleteTx, written by the worker in the
+-- transaction of the completion.
+CREATE TABLE wf_runs (
+    id         bigserial PRIMARY KEY,
+    job_id     bigint NOT NULL,
+    fence      bigint NOT NULL,
+    worker     text   NOT NULL,
+    started_at timestamptz NOT NULL,
+    ended_at   timestamptz NOT NULL,
+    xid        xid8   NOT NULL
+);
+CREATE INDEX wf_runs_job_idx ON wf_runs (job_id);
+
+-- Every change of a workflow job's state or fence, in its transaction.
+CREATE TABLE wf_events (
+    seq             bigserial PRIMARY KEY,
+    job_id          bigint NOT NULL,
+    old_state       text   NOT NULL,
+    new_state       text   NOT NULL,
+    old_fence       bigint,
+    fence           bigint,
+    pending_parents integer,
+    worker          text,
+    xid             xid8   NOT NULL DEFAULT pg_current_xact_id(),
+    at              timestamptz NOT NULL DEFAULT clock_timestamp()
+);
+CREATE INDEX wf_events_job_idx ON wf_events (job_id, seq);
+CREATE INDEX wf_events_xid_idx ON wf_events (xid);
+
+CREATE FUNCTION wf_audit_job() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    INSERT INTO wf_events (job_id, old_state, new_state, old_fence, fence, pending_parents, worker)
+    VALUES (NEW.id, OLD.state, NEW.state, OLD.fence, NEW.fence, NEW.pending_parents, NEW.worker_id);
+    RETURN NULL;
+END
+$$;
+CREATE TRIGGER wf_job_audit
+    AFTER UPDATE ON pgqueue.jobs
+    FOR EACH ROW WHEN (NEW.workflow_id IS NOT NULL AND (OLD.state IS DISTINCT FROM NEW.state OR OLD.fence IS DISTINCT FROM NEW.fence))
+    EXECUTE FUNCTION wf_audit_job();
+
+-- Every edge as inserted, and every later change of its resolved flag.
+CREATE TABLE wf_edges (
+    seq       bigserial PRIMARY KEY,
+    parent_id bigint  NOT NULL,
+    child_id  bigint  NOT NULL,
+    op        text    NOT NULL, -- insert, resolve, unresolve
+    resolved  boolean NOT NULL,
+    xid       xid8    NOT NULL DEFAULT pg_current_xact_id(),
+    at        timestamptz NOT NULL DEFAULT clock_timestamp()
+);
+CREATE INDEX wf_edges_edge_idx ON wf_edges (parent_id, child_id);
+
+CREATE FUNCTION wf_audit_edge() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    INSERT INTO wf_edges (parent_id, child_id, op, resolved)
+    VALUES (NEW.parent_id, NEW.child_id,
+            CASE WHEN TG_OP = 'INSERT' THEN 'insert' WHEN NEW.resolved THEN 'resolve' ELSE 'unresolve' END,
+            NEW.resolved);
+    RETURN NULL;
+END
+$$;
+CREATE TRIGGER wf_edge_insert AFTER INSERT ON pgqueue.job_deps
+    FOR EACH ROW EXECUTE FUNCTION wf_audit_edge();
+CREATE TRIGGER wf_edge_update AFTER UPDATE ON pgqueue.job_deps
+    FOR EACH ROW WHEN (OLD.resolved IS DISTINCT FROM NEW.resolved) EXECUTE FUNCTION wf_audit_edge();
+
+-- A job inserted depending on a running job marks that job depended on
+-- (has_children) from the inserting session: not a write of its claim,
+-- so the audit of foreign writes leaves a change of that column alone
+-- out.
+DROP TRIGGER jobs_foreign_write ON pgqueue.jobs;
+CREATE FUNCTION audit_foreign_write_but_has_children() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    IF (to_jsonb(OLD) - 'has_children') IS DISTINCT FROM (to_jsonb(NEW) - 'has_children') THEN
+        INSERT INTO foreign_writes (job_id, fence, holder, writer, old_state, new_state, old_lease, new_lease)
+        VALUES (OLD.id, OLD.fence, OLD.worker_id, current_setting('application_name'), OLD.state, NEW.state, OLD.lease_until, NEW.lease_until);
+    END IF;
+    RETURN NULL;
+END
+$$;
+CREATE TRIGGER jobs_foreign_write
+    AFTER UPDATE ON pgqueue.jobs
+    FOR EACH ROW WHEN (OLD.state = 'running' AND NEW.fence IS NOT DISTINCT FROM OLD.fence
+                       AND current_setting('application_name') IS DISTINCT FROM '` + faultAppPrefix + `' || OLD.worker_id)
+    EXECUTE FUNCTION audit_foreign_write_but_has_children();
+`
+
+// faultWorkflowScale is how long faults are injected and how wide a
+// workflow's layers are.
+func faultWorkflowScale() (duration time.Duration, minWidth, maxWidth int) {
+	if os.Getenv("PGQUEUE_FAULT_LONG") == "1" {
+		return 4 * time.Minute, 100, 500
+	}
+	return 50 * time.Second, 100, 250
+}
+
+// wfSnapshotCheck finds, in one snapshot, what the fenced release in the
+// same transaction as the parent's completion forbids at every moment:
+// a job whose pending_parents is not the count of its unresolved edges, a
+// blocked job whose parents all completed (stuck), a job out of blocked
+// with a parent not completed (released early), a resolved edge whose
+// parent did not complete, a completed parent whose edge is unresolved.
+// No job of the test fails, so completed is the only end of a parent.
+// With $1 false it reads only the workflows with jobs not yet final (the
+// final checks see the others), so that it costs the same all run long.
+const wfSnapshotCheck = `
+	WITH open AS (
+	    SELECT DISTINCT workflow_id FROM pgqueue.jobs
+	    WHERE workflow_id IS NOT NULL AND state NOT IN ('completed', 'discarded', 'cancelled')),
+	e AS (
+	    SELECT d.child_id,
+	           count(*) FILTER (WHERE NOT d.resolved) AS unresolved,
+	           count(*) FILTER (WHERE p.state IS DISTINCT FROM 'completed') AS parents_open,
+	           count(*) FILTER (WHERE d.resolved AND p.state IS DISTINCT FROM 'completed') AS resolved_open,
+	           count(*) FILTER (WHERE NOT d.resolved AND p.state = 'completed') AS completed_unresolved,
+	           string_agg(format('%s %s%s', p.id, p.state, CASE WHEN d.resolved THEN ' (resolved)' ELSE '' END), ', ') AS parents
+	    FROM pgqueue.job_deps d
+	    JOIN pgqueue.jobs c ON c.id = d.child_id AND ($1 OR c.workflow_id IN (SELECT workflow_id FROM open))
+	    LEFT JOIN pgqueue.jobs p ON p.id = d.parent_id
+	    GROUP BY d.child_id)
+	SELECT format('at %s: job %s (%s, pending_parents %s): %s unresolved edges; parents %s',
+	              clock_timestamp(), j.id, j.state, j.pending_parents, coalesce(e.unresolved, 0), coalesce(e.parents, '-'))
+	FROM pgqueue.jobs j LEFT JOIN e ON e.child_id = j.id
+	WHERE j.workflow_id IS NOT NULL AND ($1 OR j.workflow_id IN (SELECT workflow_id FROM open))
+	  AND (coalesce(j.pending_parents, 0) <> coalesce(e.unresolved, 0)
+	       OR (j.state = 'blocked' AND coalesce(e.parents_open, 0) = 0)
+	       OR (j.state <> 'blocked' AND e.parents_open > 0)
+	       OR e.resolved_open > 0 OR e.completed_unresolved > 0)
+	ORDER BY j.id LIMIT 20`
+
+// TestFaultWorkflow checks the fenced release of workflows while workers
+// are killed (SIGKILL), frozen past their lease (SIGSTOP, then SIGCONT)
+// and lose their sessions (pg_terminate_backend): every child starts only
+// after all its parents completed, runs to completion once, is released
+// only by the committed, fenced completion of its last parent, and
+// nothing stays blocked.
+func TestFaultWorkflow(t *testing.T) {
+	t.Parallel()
+	duration, minWidth, maxWidth := faultWorkflowScale()
+	skipInShortMode(t, fmt.Sprintf("runs %d faultworker processes on layered workflows through SIGKILL, SIGSTOP and terminated backends for %s", wfWorkers, duration))
+	mutant := os.Getenv(wfMutantEnv) == "1"
+	seed := uint64(time.Now().UnixNano())
+	rng := rand.New(rand.NewPCG(seed, 0x5eed))
+	t.Logf("seed %d, faults for %s, layers of %d-%d jobs, mutant %v", seed, duration, minWidth, maxWidth, mutant)
+
+	e := newFaultEnvSettings(t, 0, map[string]string{"track_commit_timestamp": "on"})
+	ctx := t.Context()
+	if _, err := e.db.Exec(ctx, wfSchema); err != nil {
+		t.Fatal(err)
+	}
+	client, err := pgqueue.New(e.db, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &wfFeeder{e: e, client: client, rng: rand.New(rand.NewPCG(seed, 0xfeed)), minWidth: minWidth, maxWidth: maxWidth}
+	f.addWorkflow()
+
+	opts := faultWorkerOpts{
+		maxWorkers: wfWorkerSlots,
+		queues:     []string{wfQueue},
+		// As in the flow test: a loaded machine can take more than 3 s to
+		// answer a new connection.
+		extra: []string{"-workflow", "-connect-timeout", "10s"},
+	}
+	live := e.startWorkers(wfWorkers, opts)
+	e.waitUntil("the first layer's children run", 2*time.Minute, func(ctx context.Context) (bool, error) {
+		n, err := e.count(ctx, `SELECT count(*) FROM wf_events WHERE new_state = 'running' AND job_id IN (SELECT child_id FROM pgqueue.job_deps)`)
+		return n > 0, err
+	})
+
+	// Beside the fault loop: the snapshot check every second, and jobs
+	// joining the newest workflow, depending on two of its running jobs
+	// and one completed, so that inserts race with completions.
+	bg, stopBG := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	var bgMu sync.Mutex
+	var snapshotViolations, bgErrors []string
+	var snapshots, joined int64
+	wg.Add(2)
+	go func() {
+		defer wg.Done()
+		for sleepCtx(bg, time.Second) {
+			rows := e.evidence(bg, wfSnapshotCheck, false)
+			if bg.Err() != nil {
+				return
+			}
+			bgMu.Lock()
+			if len(rows) == 1 && strings.HasPrefix(rows[0], "query failed") {
+				bgErrors = append(bgErrors, rows[0])
+			} else {
+				snapshots++
+				snapshotViolations = append(snapshotViolations, rows...)
+			}
+			bgMu.Unlock()
+		}
+	}()
+	go func() {
+		defer wg.Done()
+		for sleepCtx(bg, 700*time.Millisecond) {
+			n, err := f.addJoiners(bg)
+			bgMu.Lock()
+			joined += n
+			if err != nil && bg.Err() == nil {
+				bgErrors = append(bgErrors, err.Error())
+			}
+			bgMu.Unlock()
+		}
+	}()
+
+	// The fault loop, as in TestFaultFlowControl: a fault every 0.5-2 s,
+	// the three kinds in a shuffled order each round; a frozen worker
+	// resumes 2.5-5 s later (past its 2 s lease); a killed one is replaced
+	// at once. A new workflow is added whenever fewer than 3 layers' worth
+	// of jobs are left to run, except in the last 10 s.
+	var kills, stops, terminations, sessionsTerminated int64
+	type frozen struct {
+		w     *workerProc
+		until time.Time
+	}
+	var stopped []frozen
+	isStopped := func(w *workerProc) bool {
+		return slices.ContainsFunc(stopped, func(s frozen) bool { return s.w == w })
+	}
+	var round []int
+	deadline := time.Now().Add(duration)
+	nextFault := time.Now()
+	lastFeed := time.Now()
+	mutated := false
+	for time.Now().Before(deadline) {
+		now := time.Now()
+		stopped = slices.DeleteFunc(stopped, func(s frozen) bool {
+			if now.Before(s.until) {
+				return false
+			}
+			if err := s.w.signal(syscall.SIGCONT); err != nil {
+				t.Fatal(err)
+			}
+			return true
+		})
+		if now.Sub(lastFeed) >= 500*time.Millisecond && deadline.Sub(now) > 10*time.Second {
+			open := e.mustCount(`SELECT count(*) FROM pgqueue.jobs WHERE state NOT IN ('completed', 'discarded', 'cancelled')`)
+			if open < int64(3*maxWidth) {
+				f.addWorkflow()
+			}
+			lastFeed = now
+		}
+		if mutant && !mutated && deadline.Sub(now) < duration/2 {
+			// A stale completion, as a release that ignored the fence
+			// would settle it: the parents' edges resolve while they run.
+			released := e.mustCount(`
+				SELECT coalesce(sum(pgqueue.workflow_settle(ARRAY[id], ARRAY['completed'])), 0)
+				FROM (SELECT id FROM pgqueue.jobs WHERE state = 'running' AND has_children LIMIT 5) p`)
+			t.Logf("mutant: settled the edges of 5 running parents, releasing %d children", released)
+			mutated = true
+		}
+		if now.Before(nextFault) {
+			time.Sleep(50 * time.Millisecond)
+			continue
+		}
+		if len(round) == 0 {
+			round = rng.Perm(3)
+		}
+		kind := round[0]
+		round = round[1:]
+		if kind == 1 && len(stopped) >= 2 {
+			kind = 2 // at most two frozen at once
+		}
+		switch kind {
+		case 0:
+			i := rng.IntN(len(live))
+			victim := live[i]
+			if err := victim.signal(syscall.SIGKILL); err != nil {
+				t.Fatal(err)
+			}
+			<-victim.exited
+			kills++
+			stopped = slices.DeleteFunc(stopped, func(s frozen) bool { return s.w == victim })
+			live[i] = e.startReplacement(opts)
+		case 1:
+			var candidates []*workerProc
+			for _, w := range live {
+				if !isStopped(w) {
+					candidates = append(candidates, w)
+				}
+			}
+			victim := candidates[rng.IntN(len(candidates))]
+			if err := victim.signal(syscall.SIGSTOP); err != nil {
+				t.Fatal(err)
+			}
+			stops++
+			stopped = append(stopped, frozen{victim, time.Now().Add(2500*time.Millisecond + rand.N(2500*time.Millisecond))})
+		case 2:
+			terminations++
+			sessionsTerminated += e.mustCount(`
+				SELECT count(*) FILTER (WHERE pg_terminate_backend(pid))
+				FROM pg_stat_activity WHERE application_name LIKE $1 AND random() < 0.5`, faultAppPrefix+"%")
+		}
+		nextFault = time.Now().Add(500*time.Millisecond + rand.N(1500*time.Millisecond))
+	}
+	for _, s := range stopped {
+		if err := s.w.signal(syscall.SIGCONT); err != nil {
+			t.Fatal(err)
+		}
+	}
+	faultsDone := time.Now()
+	stopBG()
+	wg.Wait()
+
+	// Faults off: every job must end, however long it takes while jobs keep
+	// ending. A stall fails the test, and the checks still run: they say
+	// what is stuck and why.
+	e.jobs = f.total
+	e.waitDrained()
+	e.elapsed = time.Since(e.start)
+	drain := time.Since(faultsDone)
+	e.stopWorkers()
+
+	if len(bgErrors) > 0 {
+		t.Errorf("%d errors beside the faults, e.g.\n  %s", len(bgErrors), strings.Join(bgErrors[:min(len(bgErrors), 10)], "\n  "))
+	}
+	// The same check once more, with every job final.
+	snapshotViolations = append(snapshotViolations, e.evidence(ctx, wfSnapshotCheck, true)...)
+	snapshots++
+	wf := e.checkWorkflow(ctx, snapshotViolations, snapshots)
+	figures := e.checkWith(wfInvariants())
+	refusedResults := 0
+	e.mu.Lock()
+	for _, w := range e.workers {
+		refusedResults += w.countLines("event result-refused")
+	}
+	e.mu.Unlock()
+	figures.staleRefused += int64(refusedResults)
+	faults := kills + stops + terminations
+	e.report("Workflow", faults,
+		fmt.Sprintf("%s: sigkill=%d sigstop=%d terminate_rounds=%d sessions_terminated=%d, %d workers", duration, kills, stops, terminations, sessionsTerminated, wfWorkers),
+		figures, fmt.Sprintf("| %s joined=%d snapshots=%d results_refused=%d drain=%s seed=%d", wf, joined, snapshots, refusedResults, drain.Round(100*time.Millisecond), seed))
+}
+
+// waitDrained waits until every job is final, as waitFinalExcept does,
+// but a stall (no job final for faultStall) is a test error, not the
+// end of the test.
+func (e *faultEnv) waitDrained() {
+	e.t.Helper()
+	last, progressed := int64(-1), time.Now()
+	for {
+		n, err := e.finished(e.t.Context())
+		switch {
+		case err != nil:
+		case n >= int64(e.jobs):
+			return
+		case n > last:
+			last, progressed = n, time.Now()
+		}
+		if time.Since(progressed) > faultStall {
+			e.t.Errorf("no job became final for %s (%d of %d final; last error: %v)\n%s", faultStall, max(last, 0), e.jobs, err, e.stateDump())
+			return
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// sleepCtx waits d and reports whether ctx is still live.
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	select {
+	case <-ctx.Done():
+		return false
+	case <-time.After(d):
+		return true
+	}
+}
+
+// countLines counts the lines the process printed that start with prefix.
+func (p *workerProc) countLines(prefix string) int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	n := 0
+	for _, l := range p.stdout {
+		if strings.HasPrefix(l, prefix) {
+			n++
+		}
+	}
+	return n
+}
+
+// wfFeeder inserts the workflows and the jobs that join them.
+type wfFeeder struct {
+	e                  *faultEnv
+	client             *pgqueue.Client
+	minWidth, maxWidth int
+
+	mu        sync.Mutex // the fields below; addJoiners runs beside the fault loop
+	rng       *rand.Rand
+	total     int
+	workflows int
+	latest    int64 // the newest workflow
+}
+
+// addWorkflow inserts one layered workflow in one EnqueueMany: wfLayers
+// layers of minWidth to maxWidth jobs (one width for the workflow), each
+// job after the first layer depending on wfParents distinct jobs of the
+// layer above, chosen at random.
+func (f *wfFeeder) addWorkflow() {
+	t := f.e.t
+	t.Helper()
+	f.mu.Lock()
+	width := f.minWidth + f.rng.IntN(f.maxWidth-f.minWidth+1)
+	params := make([]pgqueue.EnqueueManyParams, 0, wfLayers*width)
+	for layer := range wfLayers {
+		for range width {
+			opts := &pgqueue.EnqueueOpts{Queue: wfQueue, MaxAttempts: 1000} // faults must never use a job up
+			if layer > 0 {
+				above := (layer - 1) * width
+				for _, i := range f.rng.Perm(width)[:wfParents] {
+					opts.DependsOn = append(opts.DependsOn, pgqueue.DependsOnIndex(above+i))
+				}
+			}
+			params = append(params, pgqueue.EnqueueManyParams{Args: faultWorkflowArgs{Layer: layer}, Opts: opts})
+		}
+	}
+	f.mu.Unlock()
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	res, err := f.client.EnqueueMany(ctx, params)
+	if err != nil || res.Enqueued != int64(len(params)) {
+		t.Fatalf("enqueue a workflow of %d jobs: %+v, %v", len(params), res, err)
+	}
+	f.mu.Lock()
+	f.total += len(params)
+	f.workflows++
+	f.latest = res.Workflow
+	f.mu.Unlock()
+}
+
+// addJoiners inserts 4 jobs into the newest workflow, each depending on
+// the same two running jobs of it and one completed (DependsOnJob): the
+// insert marks the parents depended on, racing with their completions,
+// and must count the completed one as done.
+func (f *wfFeeder) addJoiners(ctx context.Context) (int64, error) {
+	f.mu.Lock()
+	wfID := f.latest
+	f.mu.Unlock()
+	ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	rows, err := f.e.db.Query(ctx, `
+		(SELECT id FROM pgqueue.jobs WHERE workflow_id = $1 AND state = 'running' ORDER BY random() LIMIT 2)
+		UNION ALL
+		(SELECT id FROM pgqueue.jobs WHERE workflow_id = $1 AND state = 'completed' ORDER BY random() LIMIT 1)`, wfID)
+	if err != nil {
+		return 0, fmt.Errorf("pick parents: %w", err)
+	}
+	var parents []int64
+	for rows.Next() {
+		var id int64
+		if err := rows.Scan(&id); err != nil {
+			return 0, err
+		}
+		parents = append(parents, id)
+	}
+	if err := rows.Err(); err != nil {
+		return 0, fmt.Errorf("pick parents: %w", err)
+	}
+	if len(parents) == 0 {
+		return 0, nil
+	}
+	var deps []pgqueue.Dependency
+	for _, id := range parents {
+		deps = append(deps, pgqueue.DependsOnJob(id))
+	}
+	params := make([]pgqueue.EnqueueManyParams, 4)
+	for i := range params {
+		params[i] = pgqueue.EnqueueManyParams{Args: faultWorkflowArgs{Layer: -1},
+			Opts: &pgqueue.EnqueueOpts{Queue: wfQueue, MaxAttempts: 1000, DependsOn: deps}}
+	}
+	res, err := f.client.EnqueueMany(ctx, params)
+	if err != nil {
+		return 0, fmt.Errorf("enqueue %d jobs after %v: %w", len(params), parents, err)
+	}
+	if res.Workflow != wfID {
+		return 0, fmt.Errorf("jobs after %v of workflow %d joined workflow %d", parents, wfID, res.Workflow)
+	}
+	f.mu.Lock()
+	f.total += len(params)
+	f.mu.Unlock()
+	return res.Enqueued, nil
+}
+
+// wfInvariants are the fault suite's invariants for this test: only the
+// even jobs (those completed with CompleteTx) write an effect.
+func wfInvariants() []faultInvariant {
+	var out []faultInvariant
+	for _, inv := range faultInvariants {
+		if inv.name == "each completed job has exactly one effect, with the job's final fence" {
+			inv.name = "each completed even job has exactly one effect, with the job's final fence; odd jobs none"
+			inv.query = `
+				SELECT format('job %s (fence %s): %s effects, fences %s', j.id, j.fence, count(e.id), coalesce(string_agg(e.fence::text || ' by ' || e.worker, ', '), '-'))
+				FROM pgqueue.jobs j LEFT JOIN effects e ON e.job_id = j.id
+				WHERE j.state = 'completed'
+				GROUP BY j.id, j.fence
+				HAVING count(e.id) <> 1 - j.id % 2 OR bool_or(e.id IS NOT NULL AND e.fence IS DISTINCT FROM j.fence)
+				ORDER BY j.id`
+		}
+		out = append(out, inv)
+	}
+	return out
+}
+
+// wfChecks are the workflow guarantees, checked in SQL once every job is
+// final. Each query's rows are violations.
+//
+// "Started after all its parents completed" is checked on every claim of
+// a child, not only the one that completed: the claim's wf_events row is
+// written in the claim's transaction, by clock_timestamp(), after its
+// snapshot was taken; a parent's completion is the transaction of its
+// running -> completed event, and pg_xact_commit_timestamp is when it
+// committed, taken before it became visible. A claim that saw its child
+// released saw the release's commit, and the release saw every parent's
+// completion (the last one's in its own transaction, the others' counted
+// down before it under the child's row lock), so each parent's commit
+// timestamp is below the claim's time. A child claimed before some
+// parent's completion committed fails it, unless that commit fell in the
+// microseconds between the claim's snapshot and its trigger. The even
+// jobs' own start (wf_runs.started_at, read by the handler after its claim
+// committed) is checked the same way. attempted_at would not do: it is
+// the claim transaction's start, and a completion could commit between
+// that and the claim's snapshot, nor would finalized_at, the completing
+// transaction's start, long before its commit for CompleteTx.
+var wfChecks = []faultInvariant{
+	{"every workflow job completed exactly once, under its final fence", `
+		SELECT format('job %s (%s, fence %s): %s completions, fences %s', j.id, j.state, j.fence, count(ev.seq),
+		              coalesce(string_agg(ev.fence::text || ' by ' || ev.worker, ', '), '-'))
+		FROM pgqueue.jobs j LEFT JOIN wf_events ev ON ev.job_id = j.id AND ev.new_state = 'completed'
+		WHERE j.workflow_id IS NOT NULL
+		GROUP BY j.id
+		HAVING j.state <> 'completed' OR count(ev.seq) <> 1 OR bool_or(ev.old_state <> 'running' OR ev.fence IS DISTINCT FROM j.fence)
+		ORDER BY j.id`},
+	{"each run of CompleteTx was recorded in the transaction of its job's one completion", `
+		SELECT format('job %s: run fence %s by %s (xid %s); completion %s', r.job_id, r.fence, r.worker, r.xid,
+		              coalesce((SELECT string_agg(format('fence %s xid %s', ev.fence, ev.xid), ', ') FROM wf_events ev
+		                        WHERE ev.job_id = r.job_id AND ev.new_state = 'completed'), '-'))
+		FROM wf_runs r
+		WHERE NOT EXISTS (SELECT 1 FROM wf_events ev WHERE ev.job_id = r.job_id AND ev.new_state = 'completed'
+		                  AND ev.fence = r.fence AND ev.xid = r.xid)
+		   OR r.job_id % 2 = 1
+		   OR (SELECT count(*) FROM wf_runs r2 WHERE r2.job_id = r.job_id) > 1
+		ORDER BY r.id`},
+	{"every claim took an available job, never a blocked or running one (no job started twice at once)", `
+		SELECT format('job %s: claimed from %s with fence %s (was %s) by %s at %s', job_id, old_state, fence, old_fence, worker, at)
+		FROM wf_events
+		WHERE new_state = 'running' AND (old_state <> 'available' OR fence IS NOT DISTINCT FROM old_fence)
+		ORDER BY seq`},
+	{"no job ever went back to blocked", `
+		SELECT format('job %s: %s -> blocked at %s', job_id, old_state, at)
+		FROM wf_events WHERE new_state = 'blocked' ORDER BY seq`},
+	{"every claim of a child came after every parent's completion committed", `
+		SELECT format('job %s claimed (fence %s) at %s; parent %s completed (fence %s) committed at %s', c.job_id, c.fence, c.at,
+		              d.parent_id, p.fence, pg_xact_commit_timestamp(p.xmin))
+		FROM wf_events c
+		JOIN pgqueue.job_deps d ON d.child_id = c.job_id
+		LEFT JOIN wf_events p ON p.job_id = d.parent_id AND p.new_state = 'completed'
+		WHERE c.new_state = 'running' AND c.old_state <> 'running'
+		  AND (p.seq IS NULL OR pg_xact_commit_timestamp(p.xmin) IS NULL OR pg_xact_commit_timestamp(p.xmin) >= c.at)
+		ORDER BY c.seq`},
+	{"every CompleteTx run of a child started after every parent's completion committed", `
+		SELECT format('job %s run (fence %s) started %s; parent %s completion committed at %s', r.job_id, r.fence, r.started_at,
+		              d.parent_id, pg_xact_commit_timestamp(p.xmin))
+		FROM wf_runs r
+		JOIN pgqueue.job_deps d ON d.child_id = r.job_id
+		LEFT JOIN wf_events p ON p.job_id = d.parent_id AND p.new_state = 'completed'
+		WHERE p.seq IS NULL OR pg_xact_commit_timestamp(p.xmin) >= r.started_at
+		ORDER BY r.id`},
+	// The fenced release: an edge is resolved only by the transaction that
+	// completed its parent, running -> completed under the fence it held
+	// (completions carry no other fence: see the first check). A release
+	// path that ignored the fence would resolve edges in a transaction
+	// whose completion was refused, where the parent has no such event.
+	{"every edge resolved once: at insert after its parent's completion committed, or by the transaction of its parent's completion", `
+		SELECT format('edge %s -> %s: %s', d.parent_id, d.child_id,
+		              coalesce((SELECT string_agg(format('%s resolved=%s xid %s at %s', x.op, x.resolved, x.xid, x.at), '; ' ORDER BY x.seq)
+		                        FROM wf_edges x WHERE x.parent_id = d.parent_id AND x.child_id = d.child_id), 'no record')
+		              || coalesce(format('; parent completed (fence %s) in xid %s, committed %s', p.fence, p.xid, pg_xact_commit_timestamp(p.xmin)), '; parent never completed'))
+		FROM pgqueue.job_deps d
+		LEFT JOIN wf_events p ON p.job_id = d.parent_id AND p.new_state = 'completed'
+		WHERE NOT d.resolved
+		   OR (SELECT count(*) FROM wf_edges x WHERE x.parent_id = d.parent_id AND x.child_id = d.child_id AND x.resolved) <> 1
+		   OR EXISTS (SELECT 1 FROM wf_edges x WHERE x.parent_id = d.parent_id AND x.child_id = d.child_id AND x.op = 'unresolve')
+		   OR NOT EXISTS (SELECT 1 FROM wf_edges x WHERE x.parent_id = d.parent_id AND x.child_id = d.child_id AND x.resolved
+		                  AND p.seq IS NOT NULL
+		                  AND ((x.op = 'resolve' AND x.xid = p.xid)
+		                       OR (x.op = 'insert' AND pg_xact_commit_timestamp(p.xmin) < x.at)))
+		ORDER BY d.parent_id, d.child_id`},
+	{"every child inserted blocked was released once, with no parent left, by the transaction of a parent's completion", `
+		WITH blocked AS (
+		    SELECT DISTINCT child_id FROM wf_edges WHERE op = 'insert' AND NOT resolved)
+		SELECT format('job %s: %s', b.child_id,
+		              coalesce((SELECT string_agg(format('%s -> %s (pending %s) xid %s at %s', ev.old_state, ev.new_state, ev.pending_parents, ev.xid, ev.at), '; ' ORDER BY ev.seq)
+		                        FROM wf_events ev WHERE ev.job_id = b.child_id AND ev.old_state = 'blocked'), 'never released'))
+		FROM blocked b
+		WHERE (SELECT count(*) FROM wf_events ev WHERE ev.job_id = b.child_id AND ev.old_state = 'blocked') <> 1
+		   OR NOT EXISTS (SELECT 1 FROM wf_events ev
+		                  JOIN pgqueue.job_deps d ON d.child_id = ev.job_id
+		                  JOIN wf_events p ON p.job_id = d.parent_id AND p.new_state = 'completed' AND p.xid = ev.xid
+		                  WHERE ev.job_id = b.child_id AND ev.old_state = 'blocked' AND ev.new_state = 'available'
+		                    AND ev.pending_parents = 0)
+		ORDER BY b.child_id`},
+	{"no job inserted runnable was ever blocked", `
+		SELECT format('job %s: %s -> %s, but inserted with every edge resolved', ev.job_id, ev.old_state, ev.new_state)
+		FROM wf_events ev
+		WHERE ev.old_state = 'blocked'
+		  AND NOT EXISTS (SELECT 1 FROM wf_edges x WHERE x.child_id = ev.job_id AND x.op = 'insert' AND NOT x.resolved)
+		ORDER BY ev.seq`},
+}
+
+// checkWorkflow runs wfChecks, failing the test with every violation
+// (those of the snapshots taken during the run among them), and
+// describes the workflows.
+func (e *faultEnv) checkWorkflow(ctx context.Context, snapshotViolations []string, snapshots int64) string {
+	e.t.Helper()
+	var violations []string
+	if len(snapshotViolations) > 0 {
+		violations = append(violations, fmt.Sprintf("in every snapshot, pending_parents counts the unresolved edges, no blocked job has its parents all completed and no other job a parent not completed: %d violations in %d snapshots, e.g.\n    %s",
+			len(snapshotViolations), snapshots, strings.Join(snapshotViolations[:min(len(snapshotViolations), 10)], "\n    ")))
+	}
+	for _, c := range wfChecks {
+		rows := e.evidence(ctx, c.query)
+		if len(rows) > 0 {
+			violations = append(violations, fmt.Sprintf("%s: %d violations, e.g.\n    %s", c.name, len(rows), strings.Join(rows[:min(len(rows), 10)], "\n    ")))
+		}
+	}
+	var workflows, edges, resolvedAtInsert, releases, claims, children, maxLayer, runs int64
+	var releaseToClaim string
+	if err := e.db.QueryRow(ctx, `
+		SELECT (SELECT count(DISTINCT workflow_id) FROM pgqueue.jobs),
+		       (SELECT count(*) FROM pgqueue.job_deps),
+		       (SELECT count(*) FROM wf_edges WHERE op = 'insert' AND resolved),
+		       (SELECT count(*) FROM wf_events WHERE old_state = 'blocked'),
+		       (SELECT count(*) FROM wf_events WHERE new_state = 'running'),
+		       (SELECT count(DISTINCT child_id) FROM pgqueue.job_deps),
+		       (SELECT coalesce(max((args->>'layer')::int), 0) FROM pgqueue.jobs),
+		       (SELECT count(*) FROM wf_runs),
+		       (SELECT coalesce(format('%sms', round(percentile_cont(0.5) WITHIN GROUP (ORDER BY ms)::numeric, 1)), '-')
+		        FROM (SELECT extract(epoch FROM min(c.at) - min(r.at)) * 1000 AS ms
+		              FROM wf_events r JOIN wf_events c ON c.job_id = r.job_id AND c.new_state = 'running'
+		              WHERE r.old_state = 'blocked' GROUP BY r.job_id) x)`).
+		Scan(&workflows, &edges, &resolvedAtInsert, &releases, &claims, &children, &maxLayer, &runs, &releaseToClaim); err != nil {
+		e.t.Fatal(err)
+	}
+	summary := fmt.Sprintf("workflows=%d layers=%d children=%d edges=%d (resolved at insert %d) releases=%d wf_claims=%d completetx_runs=%d release_to_claim_median=%s",
+		workflows, maxLayer+1, children, edges, resolvedAtInsert, releases, claims, runs, releaseToClaim)
+	if len(violations) > 0 {
+		e.t.Fatalf("workflow guarantees violated (%s):\n  %s", summary, strings.Join(violations, "\n  "))
+	}
+	return summary
+}
