@@ -4,6 +4,7 @@ package integration_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -305,11 +306,15 @@ func TestFaultWorkflow(t *testing.T) {
 		if mutant && !mutated && deadline.Sub(now) < duration/2 {
 			// A stale completion, as a release that ignored the fence
 			// would settle it: the parents' edges resolve while they run.
-			released := e.mustCount(`
-				SELECT coalesce(sum(pgqueue.workflow_settle(ARRAY[id], ARRAY['completed'])), 0)
-				FROM (SELECT id FROM pgqueue.jobs WHERE state = 'running' AND has_children LIMIT 5) p`)
-			t.Logf("mutant: settled the edges of 5 running parents, releasing %d children", released)
-			mutated = true
+			// Its locks are waited for briefly, then tried again: a worker
+			// this loop froze may hold one, and only this loop resumes it.
+			released, err := wfMutate(ctx, e)
+			if err == nil {
+				t.Logf("mutant: settled the edges of 5 running parents, releasing %d children", released)
+				mutated = true
+			} else {
+				t.Logf("mutant: settling failed, trying again: %v", err)
+			}
 		}
 		if now.Before(nextFault) {
 			time.Sleep(50 * time.Millisecond)
@@ -392,6 +397,38 @@ func TestFaultWorkflow(t *testing.T) {
 	e.report("Workflow", faults,
 		fmt.Sprintf("%s: sigkill=%d sigstop=%d terminate_rounds=%d sessions_terminated=%d, %d workers", duration, kills, stops, terminations, sessionsTerminated, wfWorkers),
 		figures, fmt.Sprintf("| %s joined=%d snapshots=%d results_refused=%d drain=%s seed=%d", wf, joined, snapshots, refusedResults, drain.Round(100*time.Millisecond), seed))
+}
+
+// wfMutate settles five running parents that no completion holds (SKIP
+// LOCKED) as if they had completed, with a lock timeout, and returns how
+// many children it released; it fails when no edge resolved.
+func wfMutate(ctx context.Context, e *faultEnv) (int64, error) {
+	tx, err := e.db.Begin(ctx)
+	if err != nil {
+		return 0, err
+	}
+	defer func() { _ = tx.Rollback(ctx) }()
+	if _, err := tx.Exec(ctx, `SET LOCAL lock_timeout = '500ms'`); err != nil {
+		return 0, err
+	}
+	var released int64
+	if err := tx.QueryRow(ctx, `
+		SELECT coalesce(sum(pgqueue.workflow_settle(ARRAY[id], ARRAY['completed'])), 0)
+		FROM (SELECT id FROM pgqueue.jobs WHERE state = 'running' AND has_children LIMIT 5 FOR UPDATE SKIP LOCKED) p`).Scan(&released); err != nil {
+		return 0, err
+	}
+	var resolved int64
+	if err := tx.QueryRow(ctx, `SELECT count(*) FROM wf_edges WHERE xid = pg_current_xact_id()`).Scan(&resolved); err != nil {
+		return 0, err
+	}
+	if resolved == 0 {
+		// Every parent picked was being completed (its edges resolved
+		// under its lock before this statement got them): no stale
+		// release happened.
+		return 0, errors.New("no edge resolved")
+	}
+	e.t.Logf("mutant: %d edges resolved", resolved)
+	return released, tx.Commit(ctx)
 }
 
 // waitDrained waits until every job is final, as waitFinalExcept does,
