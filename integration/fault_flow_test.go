@@ -7,9 +7,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
-	"slices"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -130,84 +128,24 @@ func TestFaultFlowControl(t *testing.T) {
 	// The fault loop, on the test's goroutine: a fault every 0.5-2 s, the
 	// three kinds in a shuffled order each round; a frozen worker resumes
 	// 2.5-5 s later (past its 2 s lease); a killed one is replaced at once.
-	var kills, stops, terminations, sessionsTerminated int64
-	type frozen struct {
-		w     *workerProc
-		until time.Time
-	}
-	var stopped []frozen
-	isStopped := func(w *workerProc) bool {
-		return slices.ContainsFunc(stopped, func(s frozen) bool { return s.w == w })
-	}
-	var round []int
+	fi := newFaultInjector(e, opts, rng, live)
 	began := time.Now()
 	deadline := began.Add(duration)
-	nextFault := time.Now()
 	lastFeed := time.Now()
 	for time.Now().Before(deadline) {
 		now := time.Now()
-		stopped = slices.DeleteFunc(stopped, func(s frozen) bool {
-			if now.Before(s.until) {
-				return false
-			}
-			if err := s.w.signal(syscall.SIGCONT); err != nil {
-				t.Fatal(err)
-			}
-			return true
-		})
+		fi.thaw(now)
 		if now.Sub(lastFeed) >= 250*time.Millisecond {
 			f.feed()
 			lastFeed = now
 		}
-		if now.Before(nextFault) {
+		if !fi.due(now) {
 			time.Sleep(50 * time.Millisecond)
 			continue
 		}
-		if len(round) == 0 {
-			round = rng.Perm(3)
-		}
-		kind := round[0]
-		round = round[1:]
-		if kind == 1 && len(stopped) >= 2 {
-			kind = 2 // at most two frozen at once
-		}
-		switch kind {
-		case 0:
-			i := rng.IntN(len(live))
-			victim := live[i]
-			if err := victim.signal(syscall.SIGKILL); err != nil {
-				t.Fatal(err)
-			}
-			<-victim.exited
-			kills++
-			stopped = slices.DeleteFunc(stopped, func(s frozen) bool { return s.w == victim })
-			live[i] = e.startReplacement(opts)
-		case 1:
-			var candidates []*workerProc
-			for _, w := range live {
-				if !isStopped(w) {
-					candidates = append(candidates, w)
-				}
-			}
-			victim := candidates[rng.IntN(len(candidates))]
-			if err := victim.signal(syscall.SIGSTOP); err != nil {
-				t.Fatal(err)
-			}
-			stops++
-			stopped = append(stopped, frozen{victim, time.Now().Add(2500*time.Millisecond + rand.N(2500*time.Millisecond))})
-		case 2:
-			terminations++
-			sessionsTerminated += e.mustCount(`
-				SELECT count(*) FILTER (WHERE pg_terminate_backend(pid))
-				FROM pg_stat_activity WHERE application_name LIKE $1 AND random() < 0.5`, faultAppPrefix+"%")
-		}
-		nextFault = time.Now().Add(500*time.Millisecond + rand.N(1500*time.Millisecond))
+		fi.inject()
 	}
-	for _, s := range stopped {
-		if err := s.w.signal(syscall.SIGCONT); err != nil {
-			t.Fatal(err)
-		}
-	}
+	fi.thawAll()
 	faultsDone := time.Now()
 
 	// Faults off: every job must end.
@@ -222,9 +160,9 @@ func TestFaultFlowControl(t *testing.T) {
 
 	peaks := e.checkFlow(ctx, mutant)
 	figures := e.check()
-	faults := kills + stops + terminations
+	faults := fi.faults()
 	e.report("FlowControl", faults,
-		fmt.Sprintf("%s: sigkill=%d sigstop=%d terminate_rounds=%d sessions_terminated=%d, %d workers", duration, kills, stops, terminations, sessionsTerminated, flowWorkers),
+		fi.summary(duration, flowWorkers),
 		figures, fmt.Sprintf("| %s drain=%s seed=%d", peaks, drain.Round(100*time.Millisecond), seed))
 }
 

@@ -8,10 +8,8 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
-	"slices"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -271,31 +269,13 @@ func TestFaultWorkflow(t *testing.T) {
 	// resumes 2.5-5 s later (past its 2 s lease); a killed one is replaced
 	// at once. A new workflow is added whenever fewer than 3 layers' worth
 	// of jobs are left to run, except in the last 10 s.
-	var kills, stops, terminations, sessionsTerminated int64
-	type frozen struct {
-		w     *workerProc
-		until time.Time
-	}
-	var stopped []frozen
-	isStopped := func(w *workerProc) bool {
-		return slices.ContainsFunc(stopped, func(s frozen) bool { return s.w == w })
-	}
-	var round []int
+	fi := newFaultInjector(e, opts, rng, live)
 	deadline := time.Now().Add(duration)
-	nextFault := time.Now()
 	lastFeed := time.Now()
 	mutated := false
 	for time.Now().Before(deadline) {
 		now := time.Now()
-		stopped = slices.DeleteFunc(stopped, func(s frozen) bool {
-			if now.Before(s.until) {
-				return false
-			}
-			if err := s.w.signal(syscall.SIGCONT); err != nil {
-				t.Fatal(err)
-			}
-			return true
-		})
+		fi.thaw(now)
 		if now.Sub(lastFeed) >= 500*time.Millisecond && deadline.Sub(now) > 10*time.Second {
 			open := e.mustCount(`SELECT count(*) FROM pgqueue.jobs WHERE state NOT IN ('completed', 'discarded', 'cancelled')`)
 			if open < int64(3*maxWidth) {
@@ -316,55 +296,13 @@ func TestFaultWorkflow(t *testing.T) {
 				t.Logf("mutant: settling failed, trying again: %v", err)
 			}
 		}
-		if now.Before(nextFault) {
+		if !fi.due(now) {
 			time.Sleep(50 * time.Millisecond)
 			continue
 		}
-		if len(round) == 0 {
-			round = rng.Perm(3)
-		}
-		kind := round[0]
-		round = round[1:]
-		if kind == 1 && len(stopped) >= 2 {
-			kind = 2 // at most two frozen at once
-		}
-		switch kind {
-		case 0:
-			i := rng.IntN(len(live))
-			victim := live[i]
-			if err := victim.signal(syscall.SIGKILL); err != nil {
-				t.Fatal(err)
-			}
-			<-victim.exited
-			kills++
-			stopped = slices.DeleteFunc(stopped, func(s frozen) bool { return s.w == victim })
-			live[i] = e.startReplacement(opts)
-		case 1:
-			var candidates []*workerProc
-			for _, w := range live {
-				if !isStopped(w) {
-					candidates = append(candidates, w)
-				}
-			}
-			victim := candidates[rng.IntN(len(candidates))]
-			if err := victim.signal(syscall.SIGSTOP); err != nil {
-				t.Fatal(err)
-			}
-			stops++
-			stopped = append(stopped, frozen{victim, time.Now().Add(2500*time.Millisecond + rand.N(2500*time.Millisecond))})
-		case 2:
-			terminations++
-			sessionsTerminated += e.mustCount(`
-				SELECT count(*) FILTER (WHERE pg_terminate_backend(pid))
-				FROM pg_stat_activity WHERE application_name LIKE $1 AND random() < 0.5`, faultAppPrefix+"%")
-		}
-		nextFault = time.Now().Add(500*time.Millisecond + rand.N(1500*time.Millisecond))
+		fi.inject()
 	}
-	for _, s := range stopped {
-		if err := s.w.signal(syscall.SIGCONT); err != nil {
-			t.Fatal(err)
-		}
-	}
+	fi.thawAll()
 	faultsDone := time.Now()
 	stopBG()
 	wg.Wait()
@@ -393,9 +331,9 @@ func TestFaultWorkflow(t *testing.T) {
 	}
 	e.mu.Unlock()
 	figures.staleRefused += int64(refusedResults)
-	faults := kills + stops + terminations
+	faults := fi.faults()
 	e.report("Workflow", faults,
-		fmt.Sprintf("%s: sigkill=%d sigstop=%d terminate_rounds=%d sessions_terminated=%d, %d workers", duration, kills, stops, terminations, sessionsTerminated, wfWorkers),
+		fi.summary(duration, wfWorkers),
 		figures, fmt.Sprintf("| %s joined=%d snapshots=%d results_refused=%d drain=%s seed=%d", wf, joined, snapshots, refusedResults, drain.Round(100*time.Millisecond), seed))
 }
 

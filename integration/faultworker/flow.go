@@ -35,12 +35,8 @@ type flowWorker struct {
 // the job, waits again holding its row lock, and records the run and an
 // effect before the commit.
 func (w flowWorker) Work(ctx context.Context, job *pgqueue.Job[FlowArgs]) error {
-	wctx := ctx
-	if w.opts.zombie {
-		var cancel context.CancelFunc
-		wctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-		defer cancel()
-	}
+	wctx, cancel := w.workContext(ctx)
+	defer cancel()
 	reason, err := w.run(wctx, job)
 	if err == nil {
 		w.effects.Add(1)

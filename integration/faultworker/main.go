@@ -304,16 +304,20 @@ func (h *eventHandler) WithGroup(name string) slog.Handler {
 	return &eventHandler{Handler: h.Handler.WithGroup(name), w: h.w, say: h.say}
 }
 
+// workContext is the context a handler works under: ctx, or with -zombie
+// one deaf to a lost lease, but not stuck forever on a dead network.
+func (w *effectWorker) workContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	if w.opts.zombie {
+		return context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	}
+	return ctx, func() {}
+}
+
 // Work writes the job's effect and completes the job in one transaction,
 // both fenced by the job's token.
 func (w *effectWorker) Work(ctx context.Context, job *pgqueue.Job[EffectArgs]) error {
-	wctx := ctx
-	if w.opts.zombie {
-		// Deaf to a lost lease, but not stuck forever on a dead network.
-		var cancel context.CancelFunc
-		wctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-		defer cancel()
-	}
+	wctx, cancel := w.workContext(ctx)
+	defer cancel()
 	if w.opts.hold {
 		w.holdWhileListed(ctx, job)
 	}

@@ -34,12 +34,8 @@ type workflowWorker struct {
 // Work reads the start, waits (outside any transaction), then completes
 // the job one of the two ways.
 func (w workflowWorker) Work(ctx context.Context, job *pgqueue.Job[WorkflowArgs]) error {
-	wctx := ctx
-	if w.opts.zombie {
-		var cancel context.CancelFunc
-		wctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-		defer cancel()
-	}
+	wctx, cancel := w.workContext(ctx)
+	defer cancel()
 	var start time.Time
 	if err := w.pool.QueryRow(wctx, `SELECT clock_timestamp()`).Scan(&start); err != nil {
 		return fmt.Errorf("read start: %w", err)
