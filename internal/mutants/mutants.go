@@ -116,8 +116,12 @@ var mutants = []mutant{
 		old: "THEN q.rate_limit - (SELECT count(*)", new: "THEN q.rate_limit + 0 * (SELECT count(*)",
 		tests: []testRun{{pkg: "./", run: "TestClaimFlow/Rate$"}}},
 	{name: "poll-ignores-pause", file: "internal/jobsql/sql/poll.sql",
-		old: "  AND NOT EXISTS (SELECT 1 FROM {{schema}}.queues p WHERE p.name = q AND p.paused_at IS NOT NULL)\n", new: "",
+		old: "WHERE NOT EXISTS (SELECT 1 FROM {{schema}}.queues p WHERE p.name = a.q AND p.paused_at IS NOT NULL)\n", new: "",
 		tests: []testRun{{pkg: "./", run: "TestQueuePause"}}},
+	// Lock order: jobs before queues, as migrations take them.
+	{name: "claim_flow-locks-queues-first", file: "internal/jobsql/sql/claim_flow.sql",
+		old: "    SELECT FROM {{schema}}.jobs WHERE false\n", new: "    SELECT WHERE false\n",
+		tests: []testRun{{pkg: "./", run: "TestStatementsLockJobsFirst/claim_flow"}}},
 
 	// Retry and delete never touch a running job.
 	{name: "retry-takes-running-job", file: "internal/jobsql/sql/job_retry.sql",

@@ -10,15 +10,21 @@
 -- (max_running, or a rate of the whole queue: its slots are shared by every
 -- client's claims), and whether it has an available job of a sequence
 -- (jobs_sequence_idx; only under the claim lock can it be claimed).
-SELECT q, l.name IS NOT NULL, coalesce(l.rate_period_us / l.rate_limit, 0),
+--
+-- jobs is read first, in the first item of FROM, and queues after it:
+-- PostgreSQL locks a statement's tables in that order (when it parses the
+-- statement and at each execution of it prepared), and a migration takes
+-- jobs, then queues. Holding queues while waiting for jobs deadlocked with
+-- one.
+SELECT a.q, l.name IS NOT NULL, coalesce(l.rate_period_us / l.rate_limit, 0),
        coalesce(l.max_running IS NOT NULL OR (l.rate_limit IS NOT NULL AND NOT coalesce(l.rate_per_key, false)), false),
        EXISTS (SELECT 1 FROM {{schema}}.jobs s
-               WHERE s.queue = q AND s.sequence_key IS NOT NULL AND s.state = 'available')
-FROM unnest($1::text[]) AS q
-LEFT JOIN {{schema}}.queues l ON l.name = q
+               WHERE s.queue = a.q AND s.sequence_key IS NOT NULL AND s.state = 'available')
+FROM (SELECT q FROM unnest($1::text[]) AS q
+      WHERE EXISTS (SELECT 1 FROM {{schema}}.jobs j WHERE j.state = 'available' AND j.queue = q)) AS a
+LEFT JOIN {{schema}}.queues l ON l.name = a.q
      AND (l.max_running IS NOT NULL OR l.max_running_per_key IS NOT NULL OR l.rate_limit IS NOT NULL)
-WHERE EXISTS (SELECT 1 FROM {{schema}}.jobs j WHERE j.state = 'available' AND j.queue = q)
-  AND NOT EXISTS (SELECT 1 FROM {{schema}}.queues p WHERE p.name = q AND p.paused_at IS NOT NULL)
+WHERE NOT EXISTS (SELECT 1 FROM {{schema}}.queues p WHERE p.name = a.q AND p.paused_at IS NOT NULL)
 UNION ALL
 SELECT NULL, false, 0, false, false
 WHERE NOT EXISTS (SELECT 1 FROM {{schema}}.leases l WHERE l.name = $2 AND l.expires_at > now())

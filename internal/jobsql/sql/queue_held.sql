@@ -4,7 +4,12 @@
 -- rest, how many wait because the queue is at max_running or used its
 -- rate. Reads every available job of the queue (jobs_fetch_idx) and its
 -- running jobs: a look, not something to run on every claim.
-WITH q AS (
+WITH jobs_first AS (
+    -- Reads nothing: it makes jobs the first table the statement locks,
+    -- before queues, as migrations take them (the other order deadlocked
+    -- with a migration; see poll.sql). The planner drops it.
+    SELECT FROM {{schema}}.jobs WHERE false
+), q AS (
     SELECT l.max_running, l.max_running_per_key, l.rate_limit,
            l.rate_period_us * interval '1 microsecond' AS rate_period,
            coalesce(l.rate_per_key, false) AS rate_per_key,

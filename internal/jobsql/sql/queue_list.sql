@@ -19,6 +19,12 @@ WITH available AS (
     UNION SELECT queue FROM scheduled
     UNION SELECT queue FROM running
     UNION SELECT name FROM {{schema}}.queues
+), limits AS (
+    -- queues is read only in these CTEs, after jobs, never in the outer
+    -- FROM: PostgreSQL locks the outer FROM's tables first at each
+    -- execution of the prepared statement, and holding queues while
+    -- waiting for jobs deadlocked with a migration (see poll.sql).
+    SELECT * FROM {{schema}}.queues
 )
 SELECT n.name, q.paused_at, q.updated_at,
        coalesce(s.n, 0), coalesce(a.n, 0), coalesce(r.n, 0),
@@ -27,7 +33,7 @@ SELECT n.name, q.paused_at, q.updated_at,
        coalesce(q.rate_per_key, false), coalesce(q.partition_by_kind, false),
        coalesce(q.partition_by_args, '{}'), coalesce(q.sequence_continue, false)
 FROM names n
-LEFT JOIN {{schema}}.queues q ON q.name = n.name
+LEFT JOIN limits q ON q.name = n.name
 LEFT JOIN scheduled s ON s.queue = n.name
 LEFT JOIN available a ON a.queue = n.name
 LEFT JOIN running r ON r.queue = n.name
