@@ -247,7 +247,7 @@ func TestBenchServer(t *testing.T) {
 	}{{false, "fsync=on full_page_writes=on autovacuum=on"}, {true, "fsync=off full_page_writes=off autovacuum=on"}} {
 		ctx := context.Background()
 		var log bytes.Buffer
-		url, release, err := benchServer(ctx, "", tc.unsafe, &log)
+		url, release, err := benchServer(ctx, "", tc.unsafe, nil, &log)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -338,7 +338,9 @@ func RunChild(ctx context.Context, args []string, databaseURL string, in io.Read
 	if !lines.Scan() || lines.Text() != childGo {
 		return nil // the parent gave up
 	}
-	m.start()
+	if err := m.start(ctx); err != nil {
+		return err
+	}
 	if err := client.Start(ctx); err != nil {
 		return err
 	}

@@ -33,6 +33,8 @@ type queries struct {
 	flowStarts, flowPeakRunning, flowSpan, sequenceOrder string
 	// what a workflow run's releases took
 	workflowRelease string
+	// pg_stat_statements (Config.StatStatements)
+	statStatementsCreate, statStatementsReset, statStatements string
 }
 
 // loadQueries reads sql/ with schema, which must be valid, filled in.
@@ -50,6 +52,8 @@ func loadQueries(schema string) (*queries, error) {
 		// limit and sequence runs
 		"flow_starts": &q.flowStarts, "flow_peak_running": &q.flowPeakRunning, "flow_span": &q.flowSpan, "sequence_order": &q.sequenceOrder,
 		"workflow_release": &q.workflowRelease,
+		"stat_statements_create": &q.statStatementsCreate, "stat_statements_reset": &q.statStatementsReset,
+		"stat_statements": &q.statStatements,
 	})
 	if err != nil {
 		return nil, err

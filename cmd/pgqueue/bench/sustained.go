@@ -140,7 +140,9 @@ func Sustained(ctx context.Context, cfg *Config) (Result, error) {
 	start := time.Now()
 	latency = newDurationLog(start, width)
 	m.tracer.claims = newDurationLog(start, width)
-	m.start()
+	if err := m.start(ctx); err != nil {
+		return Result{}, err
+	}
 	if err := client.Start(ctx); err != nil {
 		return Result{}, err
 	}

@@ -45,6 +45,9 @@ type Usage struct {
 	// results they carried (Config.Observer). Zero for the raw run, which
 	// counts its claims and completions itself.
 	Claims, Claimed, Writes, Written int64
+	// ServerStatements is what each statement cost the server, by
+	// pg_stat_statements (Config.StatStatements); nil without it.
+	ServerStatements []ServerStatement
 }
 
 // StatementCount is how often one statement ran in a run, and for how long
@@ -265,6 +268,7 @@ type meter struct {
 	pool   *pgxpool.Pool
 	tracer *statementTracer
 	server *serverCPU // nil: not measuring the server (a child process)
+	stats  *statStatements // nil: without Config.StatStatements
 	cpu0   time.Duration
 
 	claims, claimed, writes, written atomic.Int64
@@ -304,12 +308,20 @@ func newMeter(ctx context.Context, cfg *Config, app string, server bool) (*meter
 			pool.Close()
 			return nil, err
 		}
+		if cfg.StatStatements {
+			m.stats = &statStatements{cfg: cfg}
+		}
 	}
 	return m, nil
 }
 
 // start marks the start of the timed part: CPU and statements from here.
-func (m *meter) start() {
+func (m *meter) start(ctx context.Context) error {
+	if m.stats != nil {
+		if err := m.stats.reset(ctx); err != nil {
+			return err
+		}
+	}
 	m.tracer.mu.Lock()
 	m.tracer.byName = map[string]*StatementCount{}
 	m.tracer.mu.Unlock()
@@ -318,6 +330,7 @@ func (m *meter) start() {
 		m.server.mark()
 	}
 	m.cpu0 = processCPU()
+	return nil
 }
 
 // stop ends the timed part and reports it.
@@ -327,6 +340,10 @@ func (m *meter) stop(ctx context.Context) Usage {
 	u.Claims, u.Claimed, u.Writes, u.Written = m.claims.Load(), m.claimed.Load(), m.writes.Load(), m.written.Load()
 	if m.server != nil {
 		u.ServerMeasured, u.ServerCPU, u.Background = m.server.read(ctx)
+	}
+	if m.stats != nil {
+		// A report without them says so (nil); the run's figures stand.
+		u.ServerStatements, _ = m.stats.read(ctx)
 	}
 	return u
 }
