@@ -51,7 +51,7 @@ func loadQueries(schema string) (*queries, error) {
 		"wal_position": &q.walPosition,
 		// limit and sequence runs
 		"flow_starts": &q.flowStarts, "flow_peak_running": &q.flowPeakRunning, "flow_span": &q.flowSpan, "sequence_order": &q.sequenceOrder,
-		"workflow_release": &q.workflowRelease,
+		"workflow_release":       &q.workflowRelease,
 		"stat_statements_create": &q.statStatementsCreate, "stat_statements_reset": &q.statStatementsReset,
 		"stat_statements": &q.statStatements,
 	})

@@ -267,7 +267,7 @@ func runApp() string {
 type meter struct {
 	pool   *pgxpool.Pool
 	tracer *statementTracer
-	server *serverCPU // nil: not measuring the server (a child process)
+	server *serverCPU      // nil: not measuring the server (a child process)
 	stats  *statStatements // nil: without Config.StatStatements
 	cpu0   time.Duration
 
