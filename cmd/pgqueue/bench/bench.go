@@ -113,6 +113,9 @@ type Result struct {
 	// Before and After are the jobs table at the start and the end of a
 	// sustained run.
 	Before, After TableState
+	// Attribution splits a sustained run's latency by what ran beside it
+	// (autovacuum on the jobs table, the pruner), second by second.
+	Attribution Attribution
 }
 
 // JobsPerSecond is the run's throughput.

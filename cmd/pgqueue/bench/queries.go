@@ -35,6 +35,8 @@ type queries struct {
 	workflowRelease string
 	// pg_stat_statements (Config.StatStatements)
 	statStatementsCreate, statStatementsReset, statStatements string
+	// what runs beside a sustained load
+	activity string
 }
 
 // loadQueries reads sql/ with schema, which must be valid, filled in.
@@ -53,7 +55,7 @@ func loadQueries(schema string) (*queries, error) {
 		"flow_starts": &q.flowStarts, "flow_peak_running": &q.flowPeakRunning, "flow_span": &q.flowSpan, "sequence_order": &q.sequenceOrder,
 		"workflow_release":       &q.workflowRelease,
 		"stat_statements_create": &q.statStatementsCreate, "stat_statements_reset": &q.statStatementsReset,
-		"stat_statements": &q.statStatements,
+		"stat_statements": &q.statStatements, "activity": &q.activity,
 	})
 	if err != nil {
 		return nil, err

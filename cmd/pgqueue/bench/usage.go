@@ -136,7 +136,9 @@ type statementTracer struct {
 	n      atomic.Int64
 	mu     sync.Mutex
 	byName map[string]*StatementCount
-	claims *claimLog
+	// claims and claimSeconds log the claims' times by interval and by
+	// second of the run; nil for none.
+	claims, claimSeconds *claimLog
 }
 
 func newStatementTracer() *statementTracer {
@@ -178,8 +180,18 @@ func (t *statementTracer) TraceQueryEnd(ctx context.Context, _ *pgx.Conn, _ pgx.
 	}
 	now := time.Now()
 	t.record(s.name, now.Sub(s.at))
-	if s.name == "claim" && t.claims != nil {
-		t.claims.add(now, now.Sub(s.at))
+	if s.name == "claim" {
+		t.claimed(now, now.Sub(s.at))
+	}
+}
+
+// claimed logs a claim that ended at at and took d.
+func (t *statementTracer) claimed(at time.Time, d time.Duration) {
+	if t.claims != nil {
+		t.claims.add(at, d)
+	}
+	if t.claimSeconds != nil {
+		t.claimSeconds.add(at, d)
 	}
 }
 
@@ -227,8 +239,8 @@ func (t *statementTracer) TraceBatchEnd(ctx context.Context, _ *pgx.Conn, _ pgx.
 			d = now.Sub(b.at)
 		}
 		t.record(name, d)
-		if name == "claim" && t.claims != nil {
-			t.claims.add(now, d)
+		if name == "claim" {
+			t.claimed(now, d)
 		}
 	}
 }
