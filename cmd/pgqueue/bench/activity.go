@@ -101,9 +101,13 @@ type Attribution struct {
 	// Groups: seconds with autovacuum on the jobs table, with a pruner
 	// batch, with both, with neither.
 	Groups []AttributionGroup
-	// Slow are the seconds whose p99 passed SlowP99, in time order.
+	// Slow are the seconds whose p99 passed SlowP99, in time order;
+	// SlowShown of them are listed by String, the worst.
 	Slow []SlowSecond
 }
+
+// SlowShown is how many of the slow seconds a report lists.
+const SlowShown = 20
 
 // SlowP99 is the p99 above which a second of a sustained run is listed.
 const SlowP99 = 25 * time.Millisecond
@@ -170,7 +174,15 @@ func (a Attribution) String() string {
 		fmt.Fprintf(&b, "%-22s %8d %9d %10s %10s %10s\n", g.Name, g.Seconds, g.Jobs, round(g.P50), round(g.P99), round(g.Max))
 	}
 	fmt.Fprintf(&b, "seconds with p99 over %s: %d", SlowP99, len(a.Slow))
-	for _, s := range a.Slow {
+	shown := a.Slow
+	if len(shown) > SlowShown {
+		fmt.Fprintf(&b, "; the %d worst:", SlowShown)
+		shown = slices.Clone(shown)
+		slices.SortFunc(shown, func(x, y SlowSecond) int { return cmp.Compare(y.P99, x.P99) })
+		shown = shown[:SlowShown]
+		slices.SortFunc(shown, func(x, y SlowSecond) int { return cmp.Compare(x.At, y.At) })
+	}
+	for _, s := range shown {
 		var with []string
 		if s.Vacuum {
 			with = append(with, "autovacuum")
