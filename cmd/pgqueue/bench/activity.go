@@ -99,8 +99,9 @@ type Attribution struct {
 	// server's log.
 	Start time.Time
 	// Groups: seconds with autovacuum on the jobs table, with a pruner
-	// batch, with both, with neither.
-	Groups []AttributionGroup
+	// batch, with both, with neither; Warm the same from the second
+	// minute on, without the first minute's warm-up.
+	Groups, Warm []AttributionGroup
 	// Slow are the seconds whose p99 passed SlowP99, in time order;
 	// SlowShown of them are listed by String, the worst.
 	Slow []SlowSecond
@@ -134,9 +135,27 @@ type SlowSecond struct {
 // attribute splits the per-second latencies by the activity seen.
 func attribute(a *activity, bySecond, claimsBySecond [][]time.Duration) Attribution {
 	out := Attribution{Start: a.start}
+	out.Groups = attributionGroups(a, bySecond, 0)
+	out.Warm = attributionGroups(a, bySecond, 60)
+	for i, ds := range bySecond {
+		v, p := a.at(i)
+		if p99 := quantile(ds, 0.99); p99 > SlowP99 {
+			s := SlowSecond{At: time.Duration(i) * time.Second, Jobs: len(ds), P99: p99, Max: quantile(ds, 1), Vacuum: v, Prune: p}
+			if i < len(claimsBySecond) {
+				s.Claims, s.ClaimMax = len(claimsBySecond[i]), quantile(claimsBySecond[i], 1)
+			}
+			out.Slow = append(out.Slow, s)
+		}
+	}
+	return out
+}
+
+// attributionGroups pools the latencies of the seconds from second from
+// on by what ran beside them.
+func attributionGroups(a *activity, bySecond [][]time.Duration, from int) []AttributionGroup {
 	groups := map[string][]time.Duration{}
 	seconds := map[string]int{}
-	for i, ds := range bySecond {
+	for i := from; i < len(bySecond); i++ {
 		v, p := a.at(i)
 		name := "neither"
 		switch {
@@ -147,20 +166,14 @@ func attribute(a *activity, bySecond, claimsBySecond [][]time.Duration) Attribut
 		case p:
 			name = "pruner"
 		}
-		groups[name] = append(groups[name], ds...)
+		groups[name] = append(groups[name], bySecond[i]...)
 		seconds[name]++
-		if p99 := quantile(ds, 0.99); p99 > SlowP99 {
-			s := SlowSecond{At: time.Duration(i) * time.Second, Jobs: len(ds), P99: p99, Max: quantile(ds, 1), Vacuum: v, Prune: p}
-			if i < len(claimsBySecond) {
-				s.Claims, s.ClaimMax = len(claimsBySecond[i]), quantile(claimsBySecond[i], 1)
-			}
-			out.Slow = append(out.Slow, s)
-		}
 	}
+	var out []AttributionGroup
 	for _, name := range []string{"neither", "pruner", "autovacuum on jobs", "autovacuum and pruner"} {
 		ds := groups[name]
 		slices.Sort(ds)
-		out.Groups = append(out.Groups, AttributionGroup{Name: name, Seconds: seconds[name], Jobs: len(ds),
+		out = append(out, AttributionGroup{Name: name, Seconds: seconds[name], Jobs: len(ds),
 			P50: quantile(ds, 0.5), P99: quantile(ds, 0.99), Max: quantile(ds, 1)})
 	}
 	return out
@@ -171,6 +184,10 @@ func (a Attribution) String() string {
 	fmt.Fprintf(&b, "by what ran beside it (pg_stat_activity every %s; run started %s UTC):\n", activityEvery, a.Start.UTC().Format("15:04:05"))
 	fmt.Fprintf(&b, "%-22s %8s %9s %10s %10s %10s\n", "seconds with", "seconds", "jobs", "p50", "p99", "max")
 	for _, g := range a.Groups {
+		fmt.Fprintf(&b, "%-22s %8d %9d %10s %10s %10s\n", g.Name, g.Seconds, g.Jobs, round(g.P50), round(g.P99), round(g.Max))
+	}
+	b.WriteString("the same from the second minute on:\n")
+	for _, g := range a.Warm {
 		fmt.Fprintf(&b, "%-22s %8d %9d %10s %10s %10s\n", g.Name, g.Seconds, g.Jobs, round(g.P50), round(g.P99), round(g.Max))
 	}
 	fmt.Fprintf(&b, "seconds with p99 over %s: %d", SlowP99, len(a.Slow))
