@@ -268,6 +268,7 @@ func BurnDownProcesses(ctx context.Context, cfg *Config, command ChildCommand) (
 		beforeServerRead()
 	}
 	usage.ServerMeasured, usage.ServerCPU, usage.Background = server.read(ctx)
+	usage.ServerBackends = server.backends()
 	return Result{Mode: fmt.Sprintf("%dx%d", n, cfg.Workers), Jobs: sum.Load(), Elapsed: elapsed, Usage: usage}, nil
 }
 

@@ -29,6 +29,9 @@ type Usage struct {
 	// run's connections (found by their application_name in
 	// pg_stat_activity, read from /proc/<pid>/schedstat, or stat).
 	ServerCPU time.Duration
+	// ServerBackends is how many of those backends used 10 ms of CPU or
+	// more: each one warms its own caches and plans.
+	ServerBackends int
 	// Background is the CPU time, meanwhile, of the server's processes
 	// that are not client backends: postmaster, walwriter, checkpointer,
 	// background writer, autovacuum. They serve every database of the
@@ -77,7 +80,7 @@ func avg(n, d int64) float64 {
 func (u Usage) describe(jobs int64) string {
 	s := fmt.Sprintf("CPU per job: client %.1f µs", perJob(u.ClientCPU, jobs))
 	if u.ServerMeasured {
-		s += fmt.Sprintf(", server %.1f µs (+ %.1f µs background)", perJob(u.ServerCPU, jobs), perJob(u.Background, jobs))
+		s += fmt.Sprintf(", server %.1f µs on %d backends (+ %.1f µs background)", perJob(u.ServerCPU, jobs), u.ServerBackends, perJob(u.Background, jobs))
 	} else {
 		s += ", server not measured (its processes are not readable here)"
 	}
@@ -352,6 +355,7 @@ func (m *meter) stop(ctx context.Context) Usage {
 	u.Claims, u.Claimed, u.Writes, u.Written = m.claims.Load(), m.claimed.Load(), m.writes.Load(), m.written.Load()
 	if m.server != nil {
 		u.ServerMeasured, u.ServerCPU, u.Background = m.server.read(ctx)
+		u.ServerBackends = m.server.backends()
 	}
 	if m.stats != nil {
 		// A report without them says so (nil); the run's figures stand.
