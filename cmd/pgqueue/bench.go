@@ -333,7 +333,7 @@ func parseBenchArgs(args []string) (benchArgs, error) {
 	case a.statStatements && (pos[0] != "burn-down" && pos[0] != "sustained" || a.processes > 1 || *layouts != ""):
 		return a, usagef("--pg-stat-statements goes with burn-down (in this process) and sustained")
 	case len(a.serverSettings) > 0 && a.databaseURL != "":
-		return a, usagef("--server-setting sets the throwaway server's settings: leave out --database-url")
+		return a, usagef("--server-setting sets the throwaway server's settings: leave out --database-url and DATABASE_URL")
 	case a.processes > 1 && *layouts != "":
 		return a, usagef("--processes and --layouts: give one or the other")
 	case (a.processes > 1 || *layouts != "") && a.profile != "":
