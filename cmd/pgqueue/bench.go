@@ -39,7 +39,10 @@ Measures pgqueue on no-op jobs, in a schema of its own that it empties first
 	           report jobs/s and enqueue→start latency p50/p95/p99 (by the
 	           database clock: attempted_at - created_at), overall and per
 	           --interval with the claims' time, and the jobs table (fetch
-	           index, heap, dead rows, autovacuum runs) before and after
+	           index, heap, dead rows, autovacuum runs) before and after;
+	           then the latency by what ran beside it each second
+	           (autovacuum on the jobs table, a pruner batch) and the
+	           worst seconds over 25 ms, with their wall-clock time
 	idle       run two idle clients on three empty queues for --duration
 	           and count the statements each sends
 	prune      insert --rows finished jobs, a day to eight days old, then
