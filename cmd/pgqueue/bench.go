@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"runtime"
 	"runtime/pprof"
@@ -38,7 +39,10 @@ Measures pgqueue on no-op jobs, in a schema of its own that it empties first
 	           report jobs/s and enqueue→start latency p50/p95/p99 (by the
 	           database clock: attempted_at - created_at), overall and per
 	           --interval with the claims' time, and the jobs table (fetch
-	           index, heap, dead rows, autovacuum runs) before and after
+	           index, heap, dead rows, autovacuum runs) before and after;
+	           then the latency by what ran beside it each second
+	           (autovacuum on the jobs table, a pruner batch) and the
+	           worst seconds over 25 ms, with their wall-clock time
 	idle       run two idle clients on three empty queues for --duration
 	           and count the statements each sends
 	prune      insert --rows finished jobs, a day to eight days old, then
@@ -137,6 +141,17 @@ Flags:
 	--prune             burn-down, sustained: the client prunes finished
 	                    jobs an hour old while it works (the backlog); without
 	                    it (or --retention), it keeps every finished job
+	--pg-stat-statements
+	                    burn-down, sustained: also report what each
+	                    statement cost the server, per job, by
+	                    pg_stat_statements (reset at each timed run's start;
+	                    every statement of the run's database). The
+	                    throwaway server then preloads it, with
+	                    track_planning on; a --database-url server must
+	                    preload it itself
+	--server-setting NAME=VALUE
+	                    the throwaway server runs with this setting (may be
+	                    repeated): autovacuum_naptime=10s, say
 	--cpuprofile FILE   write a CPU profile of the library's part of the
 	                    run (the burn-down's enqueue and working phases, or
 	                    the whole sustained run) to FILE, for go tool pprof
@@ -172,6 +187,32 @@ type benchArgs struct {
 	retention          time.Duration
 	// workflow runs
 	shapes []string
+	// pg_stat_statements, and the throwaway server's extra settings
+	statStatements bool
+	serverSettings settingFlag
+}
+
+// settingFlag is a repeated NAME=VALUE flag; values may hold commas.
+type settingFlag map[string]string
+
+func (f *settingFlag) String() string {
+	var parts []string
+	for _, k := range slices.Sorted(maps.Keys(*f)) {
+		parts = append(parts, k+"="+(*f)[k])
+	}
+	return strings.Join(parts, " ")
+}
+
+func (f *settingFlag) Set(s string) error {
+	k, v, ok := strings.Cut(s, "=")
+	if k = strings.TrimSpace(k); !ok || k == "" {
+		return fmt.Errorf("%q is not NAME=VALUE", s)
+	}
+	if *f == nil {
+		*f = settingFlag{}
+	}
+	(*f)[k] = v
+	return nil
 }
 
 // layout is one way of spreading the work: processes × workers, and the
@@ -245,6 +286,8 @@ func parseBenchArgs(args []string) (benchArgs, error) {
 	fs.DurationVar(&a.ahead, "claim-ahead", 0, "")
 	fs.BoolVar(&a.unsafe, "unsafe-fsync-off", false, "")
 	shape := fs.String("shape", "all", "")
+	fs.BoolVar(&a.statStatements, "pg-stat-statements", false, "")
+	fs.Var(&a.serverSettings, "server-setting", "")
 	pos, err := parseInterspersed(fs, args)
 	switch {
 	case err != nil:
@@ -290,6 +333,10 @@ func parseBenchArgs(args []string) (benchArgs, error) {
 		return a, usagef("--cpuprofile profiles this process, not the child processes of limit and sequence")
 	case (a.processes > 1 || *layouts != "") && a.raw:
 		return a, usagef("--processes and --layouts do not go with --raw: compare layouts with each other")
+	case a.statStatements && (pos[0] != "burn-down" && pos[0] != "sustained" || a.processes > 1 || *layouts != ""):
+		return a, usagef("--pg-stat-statements goes with burn-down (in this process) and sustained")
+	case len(a.serverSettings) > 0 && a.databaseURL != "":
+		return a, usagef("--server-setting sets the throwaway server's settings: leave out --database-url and DATABASE_URL")
 	case a.processes > 1 && *layouts != "":
 		return a, usagef("--processes and --layouts: give one or the other")
 	case (a.processes > 1 || *layouts != "") && a.profile != "":
@@ -411,8 +458,8 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 
 // benchServer returns the database to measure: the URL given, or a
 // throwaway server with production's durability (fsync, full_page_writes)
-// and autovacuum on, unless unsafe.
-func benchServer(ctx context.Context, databaseURL string, unsafe bool, stderr io.Writer) (string, func() error, error) {
+// and autovacuum on, unless unsafe, with extra settings over those.
+func benchServer(ctx context.Context, databaseURL string, unsafe bool, extra map[string]string, stderr io.Writer) (string, func() error, error) {
 	if databaseURL != "" {
 		return databaseURL, func() error { return nil }, nil
 	}
@@ -420,6 +467,7 @@ func benchServer(ctx context.Context, databaseURL string, unsafe bool, stderr io
 	if unsafe {
 		settings["fsync"], settings["full_page_writes"] = "off", "off"
 	}
+	maps.Copy(settings, extra)
 	fmt.Fprintln(stderr, "no --database-url or DATABASE_URL: starting a throwaway PostgreSQL server")
 	local, err := pgserver.Start(ctx, pgserver.Options{Settings: settings})
 	if err != nil {
@@ -436,7 +484,13 @@ func benchServer(ctx context.Context, databaseURL string, unsafe bool, stderr io
 }
 
 func runBenchMode(ctx context.Context, a benchArgs, stdout, stderr io.Writer) (err error) {
-	connString, release, err := benchServer(ctx, a.databaseURL, a.unsafe, stderr)
+	extra := map[string]string{}
+	maps.Copy(extra, a.serverSettings)
+	if a.statStatements && a.databaseURL == "" {
+		extra["shared_preload_libraries"] = "pg_stat_statements"
+		extra["pg_stat_statements.track_planning"] = "on"
+	}
+	connString, release, err := benchServer(ctx, a.databaseURL, a.unsafe, extra, stderr)
 	if err != nil {
 		return err
 	}
@@ -462,7 +516,7 @@ func runBenchMode(ctx context.Context, a benchArgs, stdout, stderr io.Writer) (e
 		Pool: pool, Schema: a.schema, Jobs: a.jobs, Workers: a.workers, RawConns: a.rawConns,
 		Rate: a.rate, Duration: a.duration, Interval: a.interval, Filler: a.filler, Progress: stderr,
 		PruneBacklog: a.pruneBacklog, Prune: a.prune, Retention: a.retention, PoolConns: a.poolConns,
-		ClaimAhead: a.ahead,
+		ClaimAhead: a.ahead, StatStatements: a.statStatements,
 	}
 	if a.mode == "prune" {
 		cfg.PruneBacklog = a.rows
@@ -514,6 +568,7 @@ func runBenchMode(ctx context.Context, a benchArgs, stdout, stderr io.Writer) (e
 		}
 		fmt.Fprintln(stdout, res)
 		fmt.Fprintln(stdout, "           "+res.Usage.StatementsLine())
+		printStatStatements(stdout, res)
 		fmt.Fprintln(stdout, bench.SustainedReport(res))
 	case "limit", "sequence":
 		return runFlow(ctx, a, cfg, connString, stdout)
@@ -611,6 +666,7 @@ func runBurnDown(ctx context.Context, a benchArgs, cfg *bench.Config, connString
 			fmt.Fprintln(stdout, enq)
 			fmt.Fprintln(stdout, res)
 			fmt.Fprintln(stdout, "           "+res.Usage.StatementsLine())
+			printStatStatements(stdout, res)
 			rounds[r][v.name] = run{enq, res}
 		}
 		if lib, ok := rounds[r]["library"]; ok && a.raw {
@@ -636,6 +692,14 @@ func runBurnDown(ctx context.Context, a benchArgs, cfg *bench.Config, connString
 		}
 	}
 	return nil
+}
+
+// printStatStatements prints the run's pg_stat_statements figures, if it
+// has them.
+func printStatStatements(stdout io.Writer, res bench.Result) {
+	if res.Usage.ServerStatements != nil {
+		fmt.Fprintln(stdout, bench.StatStatementsReport(res.Usage.ServerStatements, res.Jobs, 10))
+	}
 }
 
 func perJob(d time.Duration, jobs int64) float64 {

@@ -94,6 +94,34 @@ func TestBenchArgs(t *testing.T) {
 	}
 }
 
+// TestBenchArgsServer checks the flags of the server the bench measures:
+// pg_stat_statements with the modes that report it, settings only for a
+// throwaway server.
+func TestBenchArgsServer(t *testing.T) {
+	t.Setenv("DATABASE_URL", "")
+	for _, tc := range []struct {
+		args []string
+		ok   bool
+	}{
+		{[]string{"burn-down", "--raw", "--pg-stat-statements"}, true},
+		{[]string{"sustained", "--pg-stat-statements"}, true},
+		{[]string{"idle", "--pg-stat-statements"}, false},
+		{[]string{"burn-down", "--processes", "2", "--pg-stat-statements"}, false},
+		{[]string{"sustained", "--server-setting", "autovacuum_naptime=10s", "--server-setting", "shared_preload_libraries=a,b"}, true},
+		{[]string{"sustained", "--server-setting", "naptime"}, false},
+		{[]string{"sustained", "--server-setting", "=1"}, false},
+		{[]string{"sustained", "--server-setting", "max_wal_size=1GB", "--database-url", "postgres://x"}, false},
+	} {
+		a, err := parseBenchArgs(tc.args)
+		if (err == nil) != tc.ok {
+			t.Errorf("%q: err %v, want ok=%v", tc.args, err, tc.ok)
+		}
+		if err == nil && len(a.serverSettings) > 0 && a.serverSettings["shared_preload_libraries"] != "a,b" {
+			t.Errorf("%q: settings %v", tc.args, a.serverSettings)
+		}
+	}
+}
+
 // TestBenchBurnDownRaw runs a small burn-down with the raw ceiling through
 // the command and checks its report.
 func TestBenchBurnDownRaw(t *testing.T) {
@@ -247,7 +275,7 @@ func TestBenchServer(t *testing.T) {
 	}{{false, "fsync=on full_page_writes=on autovacuum=on"}, {true, "fsync=off full_page_writes=off autovacuum=on"}} {
 		ctx := context.Background()
 		var log bytes.Buffer
-		url, release, err := benchServer(ctx, "", tc.unsafe, &log)
+		url, release, err := benchServer(ctx, "", tc.unsafe, nil, &log)
 		if err != nil {
 			t.Fatal(err)
 		}

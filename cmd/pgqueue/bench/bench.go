@@ -87,6 +87,12 @@ type Config struct {
 	// jobs are left: a limited run is timed on a backlog it cannot finish.
 	StopAfter time.Duration
 
+	// StatStatements resets pg_stat_statements in the run's database at
+	// the start of each timed run and reports each statement's server
+	// cost after it (Usage.ServerStatements). The server must preload
+	// pg_stat_statements; Prepare creates the extension.
+	StatStatements bool
+
 	sql *queries // see Config.queries
 }
 
@@ -107,6 +113,9 @@ type Result struct {
 	// Before and After are the jobs table at the start and the end of a
 	// sustained run.
 	Before, After TableState
+	// Attribution splits a sustained run's latency by what ran beside it
+	// (autovacuum on the jobs table, the pruner), second by second.
+	Attribution Attribution
 }
 
 // JobsPerSecond is the run's throughput.
@@ -163,6 +172,11 @@ func Prepare(ctx context.Context, cfg *Config) error {
 		// Half finished, half due in a day: neither may slow the claim.
 		if _, err := cfg.Pool.Exec(ctx, q.insertFiller, cfg.Filler, queue); err != nil {
 			return fmt.Errorf("filler rows: %w", err)
+		}
+	}
+	if cfg.StatStatements {
+		if err := enableStatStatements(ctx, cfg); err != nil {
+			return err
 		}
 	}
 	if err := addPruneBacklog(ctx, cfg); err != nil {
@@ -251,8 +265,10 @@ func BurnDown(ctx context.Context, cfg *Config) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
+	if err := m.start(ctx); err != nil {
+		return Result{}, err
+	}
 	stopProgress := progress(cfg, "burn-down", func() int64 { return done.Load() }, total)
-	m.start()
 	start := time.Now()
 	if err := client.Start(ctx); err != nil {
 		stopProgress()

@@ -268,6 +268,7 @@ func BurnDownProcesses(ctx context.Context, cfg *Config, command ChildCommand) (
 		beforeServerRead()
 	}
 	usage.ServerMeasured, usage.ServerCPU, usage.Background = server.read(ctx)
+	usage.ServerBackends = server.backends()
 	return Result{Mode: fmt.Sprintf("%dx%d", n, cfg.Workers), Jobs: sum.Load(), Elapsed: elapsed, Usage: usage}, nil
 }
 
@@ -338,7 +339,9 @@ func RunChild(ctx context.Context, args []string, databaseURL string, in io.Read
 	if !lines.Scan() || lines.Text() != childGo {
 		return nil // the parent gave up
 	}
-	m.start()
+	if err := m.start(ctx); err != nil {
+		return err
+	}
 	if err := client.Start(ctx); err != nil {
 		return err
 	}

@@ -19,7 +19,8 @@ type PruneResult struct {
 	// WAL is how many bytes of WAL the server wrote meanwhile (the
 	// pruner's deletes, and whatever else ran on the server).
 	WAL int64
-	// Vacuum is how long a plain VACUUM of the table took afterwards.
+	// Vacuum is how long a VACUUM (TRUNCATE) of the table took afterwards
+	// (TRUNCATE: migration 14 turned truncation off for plain vacuums).
 	Vacuum time.Duration
 	// The table's heap and index bytes before the pruner started and after
 	// the vacuum (VACUUM keeps the pages for new rows; only the pages at
@@ -74,7 +75,7 @@ func setRetention(pc *pgqueue.Config, prune bool) {
 // Prune times the library's pruner draining the backlog Prepare inserted
 // (cfg.PruneBacklog rows): from Start of a client that works no queue, and
 // so only leads the maintenance, until no job past the retention is left.
-// It then times a plain VACUUM of the table.
+// It then times a VACUUM (TRUNCATE) of the table.
 func Prune(ctx context.Context, cfg *Config) (PruneResult, error) {
 	q, err := cfg.queries()
 	if err != nil {

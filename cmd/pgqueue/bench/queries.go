@@ -33,6 +33,10 @@ type queries struct {
 	flowStarts, flowPeakRunning, flowSpan, sequenceOrder string
 	// what a workflow run's releases took
 	workflowRelease string
+	// pg_stat_statements (Config.StatStatements)
+	statStatementsCreate, statStatementsReset, statStatements string
+	// what runs beside a sustained load
+	activity string
 }
 
 // loadQueries reads sql/ with schema, which must be valid, filled in.
@@ -49,7 +53,9 @@ func loadQueries(schema string) (*queries, error) {
 		"wal_position": &q.walPosition,
 		// limit and sequence runs
 		"flow_starts": &q.flowStarts, "flow_peak_running": &q.flowPeakRunning, "flow_span": &q.flowSpan, "sequence_order": &q.sequenceOrder,
-		"workflow_release": &q.workflowRelease,
+		"workflow_release":       &q.workflowRelease,
+		"stat_statements_create": &q.statStatementsCreate, "stat_statements_reset": &q.statStatementsReset,
+		"stat_statements": &q.statStatements, "activity": &q.activity,
 	})
 	if err != nil {
 		return nil, err

@@ -55,8 +55,10 @@ func RawBurnDown(ctx context.Context, cfg *Config) (Result, error) {
 	}
 	defer m.close()
 	var done atomic.Int64
+	if err := m.start(ctx); err != nil {
+		return Result{}, err
+	}
 	stopProgress := progress(cfg, "raw burn-down", done.Load, int64(cfg.Jobs))
-	m.start()
 	start := time.Now()
 	var wg sync.WaitGroup
 	errs := make(chan error, conns)

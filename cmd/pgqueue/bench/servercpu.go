@@ -86,6 +86,19 @@ func isPostgres(pid int) bool {
 	return err == nil && bytes.HasPrefix(b, []byte("postgres"))
 }
 
+// busyBackend is the CPU a run's backend must use to count as one that
+// served it (Usage.ServerBackends): a pool's idle connections use a little
+// for their pings.
+const busyBackend = 10 * time.Millisecond
+
+// backends is how many of the run's backends used busyBackend or more, as
+// of the last read.
+func (s *serverCPU) backends() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.busy
+}
+
 // serverCPU samples the CPU of a run's server processes: the backends
 // with the run's application_name, and separately the server's own
 // processes, until read.
@@ -99,6 +112,7 @@ type serverCPU struct {
 	base, last map[int]time.Duration // by pid: at mark, and at the last sample
 	ours       map[int]bool          // the run's backends; the rest is background
 	postmaster int
+	busy       int // the run's backends that used busyBackend or more, at read
 
 	quit     chan struct{}
 	done     chan struct{}
@@ -221,10 +235,14 @@ func (s *serverCPU) read(ctx context.Context) (ok bool, ours, background time.Du
 	s.sample(ctx, false)
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.busy = 0
 	for pid, cpu := range s.last {
 		d := cpu - s.base[pid]
 		if s.ours[pid] {
 			ours += d
+			if d >= busyBackend {
+				s.busy++
+			}
 		} else {
 			background += d
 		}

@@ -129,18 +129,27 @@ func Sustained(ctx context.Context, cfg *Config) (Result, error) {
 	}
 	defer m.close()
 	var worked atomic.Int64
-	var latency *durationLog // set before Start, read after Stop
+	var latency, latencySeconds *durationLog // set before Start, read after Stop
 	client, err := noopClient(cfg, m, func(job *pgqueue.Job[noopArgs]) {
-		latency.add(time.Now(), job.AttemptedAt.Sub(job.CreatedAt))
+		now, d := time.Now(), job.AttemptedAt.Sub(job.CreatedAt)
+		latency.add(now, d)
+		latencySeconds.add(now, d)
 		worked.Add(1)
 	})
 	if err != nil {
 		return Result{}, err
 	}
 	start := time.Now()
-	latency = newDurationLog(start, width)
-	m.tracer.claims = newDurationLog(start, width)
-	m.start()
+	latency, latencySeconds = newDurationLog(start, width), newDurationLog(start, time.Second)
+	m.tracer.claims, m.tracer.claimSeconds = newDurationLog(start, width), newDurationLog(start, time.Second)
+	beside, err := watchActivity(ctx, cfg, start)
+	if err != nil {
+		return Result{}, err
+	}
+	defer beside.stop()
+	if err := m.start(ctx); err != nil {
+		return Result{}, err
+	}
 	if err := client.Start(ctx); err != nil {
 		return Result{}, err
 	}
@@ -189,6 +198,9 @@ func Sustained(ctx context.Context, cfg *Config) (Result, error) {
 	}
 	lat, all := latency.intervals()
 	res.P50, res.P95, res.P99 = quantile(all, 0.50), quantile(all, 0.95), quantile(all, 0.99)
+	bySecond, _ := latencySeconds.intervals()
+	claimSeconds, _ := m.tracer.claimSeconds.intervals()
+	res.Attribution = attribute(beside, bySecond, claimSeconds)
 	claims, _ := m.tracer.claims.intervals()
 	for i := range max(len(lat), len(claims)) {
 		s := IntervalStats{From: time.Duration(i) * width}
@@ -216,6 +228,7 @@ func SustainedReport(r Result) string {
 	}
 	fmt.Fprintf(&b, "table before: %s\n", r.Before)
 	fmt.Fprintf(&b, "table after:  %s\n", r.After)
-	fmt.Fprintf(&b, "rows deleted during the run (pruner): %d", r.After.Deleted-r.Before.Deleted)
+	fmt.Fprintf(&b, "rows deleted during the run (pruner): %d\n", r.After.Deleted-r.Before.Deleted)
+	b.WriteString(r.Attribution.String())
 	return b.String()
 }

@@ -29,6 +29,9 @@ type Usage struct {
 	// run's connections (found by their application_name in
 	// pg_stat_activity, read from /proc/<pid>/schedstat, or stat).
 	ServerCPU time.Duration
+	// ServerBackends is how many of those backends used 10 ms of CPU or
+	// more: each one warms its own caches and plans.
+	ServerBackends int
 	// Background is the CPU time, meanwhile, of the server's processes
 	// that are not client backends: postmaster, walwriter, checkpointer,
 	// background writer, autovacuum. They serve every database of the
@@ -45,6 +48,9 @@ type Usage struct {
 	// results they carried (Config.Observer). Zero for the raw run, which
 	// counts its claims and completions itself.
 	Claims, Claimed, Writes, Written int64
+	// ServerStatements is what each statement cost the server, by
+	// pg_stat_statements (Config.StatStatements); nil without it.
+	ServerStatements []ServerStatement
 }
 
 // StatementCount is how often one statement ran in a run, and for how long
@@ -74,7 +80,7 @@ func avg(n, d int64) float64 {
 func (u Usage) describe(jobs int64) string {
 	s := fmt.Sprintf("CPU per job: client %.1f µs", perJob(u.ClientCPU, jobs))
 	if u.ServerMeasured {
-		s += fmt.Sprintf(", server %.1f µs (+ %.1f µs background)", perJob(u.ServerCPU, jobs), perJob(u.Background, jobs))
+		s += fmt.Sprintf(", server %.1f µs on %d backends (+ %.1f µs background)", perJob(u.ServerCPU, jobs), u.ServerBackends, perJob(u.Background, jobs))
 	} else {
 		s += ", server not measured (its processes are not readable here)"
 	}
@@ -133,7 +139,9 @@ type statementTracer struct {
 	n      atomic.Int64
 	mu     sync.Mutex
 	byName map[string]*StatementCount
-	claims *claimLog
+	// claims and claimSeconds log the claims' times by interval and by
+	// second of the run; nil for none.
+	claims, claimSeconds *claimLog
 }
 
 func newStatementTracer() *statementTracer {
@@ -175,8 +183,18 @@ func (t *statementTracer) TraceQueryEnd(ctx context.Context, _ *pgx.Conn, _ pgx.
 	}
 	now := time.Now()
 	t.record(s.name, now.Sub(s.at))
-	if s.name == "claim" && t.claims != nil {
-		t.claims.add(now, now.Sub(s.at))
+	if s.name == "claim" {
+		t.claimed(now, now.Sub(s.at))
+	}
+}
+
+// claimed logs a claim that ended at at and took d.
+func (t *statementTracer) claimed(at time.Time, d time.Duration) {
+	if t.claims != nil {
+		t.claims.add(at, d)
+	}
+	if t.claimSeconds != nil {
+		t.claimSeconds.add(at, d)
 	}
 }
 
@@ -224,8 +242,8 @@ func (t *statementTracer) TraceBatchEnd(ctx context.Context, _ *pgx.Conn, _ pgx.
 			d = now.Sub(b.at)
 		}
 		t.record(name, d)
-		if name == "claim" && t.claims != nil {
-			t.claims.add(now, d)
+		if name == "claim" {
+			t.claimed(now, d)
 		}
 	}
 }
@@ -264,7 +282,8 @@ func runApp() string {
 type meter struct {
 	pool   *pgxpool.Pool
 	tracer *statementTracer
-	server *serverCPU // nil: not measuring the server (a child process)
+	server *serverCPU      // nil: not measuring the server (a child process)
+	stats  *statStatements // nil: without Config.StatStatements
 	cpu0   time.Duration
 
 	claims, claimed, writes, written atomic.Int64
@@ -304,12 +323,20 @@ func newMeter(ctx context.Context, cfg *Config, app string, server bool) (*meter
 			pool.Close()
 			return nil, err
 		}
+		if cfg.StatStatements {
+			m.stats = &statStatements{cfg: cfg}
+		}
 	}
 	return m, nil
 }
 
 // start marks the start of the timed part: CPU and statements from here.
-func (m *meter) start() {
+func (m *meter) start(ctx context.Context) error {
+	if m.stats != nil {
+		if err := m.stats.reset(ctx); err != nil {
+			return err
+		}
+	}
 	m.tracer.mu.Lock()
 	m.tracer.byName = map[string]*StatementCount{}
 	m.tracer.mu.Unlock()
@@ -318,6 +345,7 @@ func (m *meter) start() {
 		m.server.mark()
 	}
 	m.cpu0 = processCPU()
+	return nil
 }
 
 // stop ends the timed part and reports it.
@@ -327,6 +355,11 @@ func (m *meter) stop(ctx context.Context) Usage {
 	u.Claims, u.Claimed, u.Writes, u.Written = m.claims.Load(), m.claimed.Load(), m.writes.Load(), m.written.Load()
 	if m.server != nil {
 		u.ServerMeasured, u.ServerCPU, u.Background = m.server.read(ctx)
+		u.ServerBackends = m.server.backends()
+	}
+	if m.stats != nil {
+		// A report without them says so (nil); the run's figures stand.
+		u.ServerStatements, _ = m.stats.read(ctx)
 	}
 	return u
 }
