@@ -20,7 +20,7 @@ type PruneResult struct {
 	// pruner's deletes, and whatever else ran on the server).
 	WAL int64
 	// Vacuum is how long a VACUUM (TRUNCATE) of the table took afterwards
-	// (TRUNCATE: migration 14 turned truncation off for plain vacuums).
+	// (TRUNCATE: migration 15 turned truncation off for plain vacuums).
 	Vacuum time.Duration
 	// The table's heap and index bytes before the pruner started and after
 	// the vacuum (VACUUM keeps the pages for new rows; only the pages at
