@@ -196,6 +196,16 @@ func (c *Client) Start(ctx context.Context) error {
 		p := producerOf(queue)
 		return p != nil && p.QueueWide()
 	})
+	// A batch that released dependents (of any queue) wakes the local
+	// producers, which claim them at once instead of at the NOTIFY or
+	// the poll: a chain's next step, a fan-in's last job.
+	s.completer.OnSettled(func(int) {
+		if m := producers.Load(); m != nil {
+			for _, p := range *m {
+				p.Wake()
+			}
+		}
+	})
 	go s.completer.Run()
 	s.heartbeats = executor.NewHeartbeater(executor.HeartbeaterConfig{Pool: c.pool, Queries: c.q, Active: active, Log: c.log,
 		WriteRefused: obs.WriteRefused, Base: base, Interval: cfg.HeartbeatInterval, JobLease: cfg.JobLease})
