@@ -199,8 +199,8 @@ func (c *Client) Start(ctx context.Context) error {
 	// A batch that released dependents (of any queue) wakes the local
 	// producers, unless the client listens: without the NOTIFY, a chain's
 	// next step would wait for the poll. With it, a second wake-up only
-	// made an empty claim per step, which held the next one back (a chain
-	// ran 28% slower).
+	// made an empty claim per step (statements per job 2.05 to 3.03 in a
+	// chain), for no shorter release.
 	var listening atomic.Bool
 	s.completer.OnSettled(func(int) {
 		if listening.Load() {
