@@ -19,8 +19,10 @@ WITH r AS (
     FROM done WHERE has_children HAVING count(*) > 0
 )
 -- settled is referred to so that it runs: a SELECT in WITH is evaluated
--- only when the query reads it. Each row carries how many dependents the
--- batch changed (null when none was settled): the completer then wakes
--- its client's producers, so that a released job is claimed at once
--- rather than when the NOTIFY or the poll comes round.
-SELECT id, (SELECT s FROM settled AS t(s)) AS settled FROM done
+-- only when the query reads it; the WHERE runs it before the first row of
+-- done is read (a one-time filter), even when done is empty. Each row
+-- carries how many dependents the batch changed (null when none was
+-- settled): a client without a listen connection then wakes its
+-- producers, so that a released job is claimed at once rather than at
+-- the next poll.
+SELECT id, (SELECT s FROM settled AS t(s)) AS settled FROM done WHERE (SELECT count(*) FROM settled) >= 0
