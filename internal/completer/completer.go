@@ -360,8 +360,7 @@ func (k *Completer) write(batch []Result) {
 }
 
 // Exec writes batch in one statement, once, and returns the ids of the
-// jobs it updated; the map is reused by the next call. Settled then
-// reports how many dependents the statement settled. The completer's
+// jobs it updated; the map is reused by the next call. The completer's
 // writes go through it; tests call it to write as the completer does.
 func (k *Completer) Exec(batch []Result) (map[int64]bool, error) {
 	k.ids, k.fences, k.delays = k.ids[:0], k.fences[:0], k.delays[:0]
@@ -432,10 +431,6 @@ func (k *Completer) Exec(batch []Result) (map[int64]bool, error) {
 	k.settledN = n
 	return updated, nil
 }
-
-// Settled is how many dependents the last Exec's statement settled
-// (released, or cancelled by their policy); zero after an error.
-func (k *Completer) Settled() int { return k.settledN }
 
 // appendInt8Array appends the text form of a bigint[] holding vs.
 func appendInt8Array(b []byte, vs []int64) []byte {
