@@ -196,6 +196,22 @@ func (c *Client) Start(ctx context.Context) error {
 		p := producerOf(queue)
 		return p != nil && p.QueueWide()
 	})
+	// A batch that released dependents (of any queue) wakes the local
+	// producers, unless the client listens: without the NOTIFY, a chain's
+	// next step would wait for the poll. With it, a second wake-up only
+	// made an empty claim per step (statements per job 2.05 to 3.03 in a
+	// chain), for no shorter release.
+	var listening atomic.Bool
+	s.completer.OnSettled(func(int) {
+		if listening.Load() {
+			return
+		}
+		if m := producers.Load(); m != nil {
+			for _, p := range *m {
+				p.Wake()
+			}
+		}
+	})
 	go s.completer.Run()
 	s.heartbeats = executor.NewHeartbeater(executor.HeartbeaterConfig{Pool: c.pool, Queries: c.q, Active: active, Log: c.log,
 		WriteRefused: obs.WriteRefused, Base: base, Interval: cfg.HeartbeatInterval, JobLease: cfg.JobLease})
@@ -251,6 +267,7 @@ func (c *Client) Start(ctx context.Context) error {
 			},
 			// Notifications sent while disconnected are lost: look again.
 			OnConnect: func() {
+				listening.Store(true)
 				if listenLost.Swap(false) {
 					c.log.Info("pgqueue: listen connection regained")
 				}
@@ -262,6 +279,7 @@ func (c *Client) Start(ctx context.Context) error {
 				}
 			},
 			OnError: func(err error) {
+				listening.Store(false)
 				listenLost.Store(true)
 				c.log.Warn("pgqueue: listen connection failed; polling meanwhile", "err", err)
 			},

@@ -254,6 +254,55 @@ func TestWorkflowPlans(t *testing.T) {
 		}
 	})
 
+	// A batch of completions, as the completer writes them: a layer of
+	// 500 parents in a workflow of 5,000 jobs. Planned for its arrays in
+	// tables that small, the release read all of job_deps and hashed all
+	// of jobs, for every batch.
+	t.Run("BatchCompletionUsesIndexes", func(t *testing.T) {
+		t.Parallel()
+		b := setupWorkflow(t)
+		const width = large / 10
+		params := make([]pgqueue.EnqueueManyParams, large)
+		for i := range large {
+			if i < width {
+				params[i] = dependent(i)
+				continue
+			}
+			above := (i/width - 1) * width
+			params[i] = dependent(i, pgqueue.DependsOnIndex(above+i%width), pgqueue.DependsOnIndex(above+(i+1)%width),
+				pgqueue.DependsOnIndex(above+(i+2)%width))
+		}
+		_, err := b.client.EnqueueMany(ctx, params)
+		must(t, err)
+		_, err = b.pool.Exec(ctx, "VACUUM ANALYZE pgqueue.jobs, pgqueue.job_deps")
+		must(t, err)
+		jobs := b.claim(t)
+		if len(jobs) != width {
+			t.Fatalf("claimed %d jobs, want the first layer's %d", len(jobs), width)
+		}
+		ids, fences := make([]string, len(jobs)), make([]string, len(jobs))
+		for i, j := range jobs {
+			ids[i], fences[i] = strconv.FormatInt(j.ID, 10), strconv.FormatInt(j.Fence, 10)
+		}
+		plans, _ := newExplained(t, b).run(t, pgqueue.CompleteManySQL(b.client),
+			"{"+strings.Join(ids, ",")+"}", "{"+strings.Join(fences, ",")+"}")
+		// The statements of workflow_settle (the completion's own
+		// statement joins its arrays as it likes).
+		for _, plan := range strings.Split(plans, "Query Text:") {
+			if !strings.Contains(plan, "Update on job_deps") && !strings.Contains(plan, "Update on jobs c") {
+				continue
+			}
+			for _, bad := range []string{"Seq Scan", "Hash Join", "Merge Join"} {
+				if strings.Contains(plan, bad) {
+					t.Errorf("%q in a plan of the release of a batch of %d completions:\n%s", bad, width, plan)
+				}
+			}
+		}
+		if !strings.Contains(plans, "Index Scan using jobs_pkey on jobs c") {
+			t.Errorf("the children are not found through jobs_pkey:\n%s", plans)
+		}
+	})
+
 	// A queue without workflows: the completion never calls the
 	// function, so it runs no statement of its.
 	t.Run("CompletionWithoutWorkflowCallsNothing", func(t *testing.T) {

@@ -718,6 +718,38 @@ func TestWorkflowRun(t *testing.T) {
 	}
 }
 
+// TestWorkflowReleaseWakesProducer works a chain with a client that
+// neither listens nor polls (PollOnly, an hour's poll): each next step is
+// found because the completion that released it wakes the client's own
+// producer, not by a NOTIFY or a poll.
+func TestWorkflowReleaseWakesProducer(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := newPool(t)
+	const steps = 5
+	params := []pgqueue.EnqueueManyParams{dependent(0)}
+	for i := 1; i < steps; i++ {
+		params = append(params, dependent(i, pgqueue.DependsOnIndex(i-1)))
+	}
+	// Inserted before the client starts: its first claim finds the root.
+	res, err := newClient(t, pool, nil).EnqueueMany(ctx, params)
+	must(t, err)
+	ws := pgqueue.NewWorkers()
+	must(t, pgqueue.AddWorkerFunc(ws, func(context.Context, *pgqueue.Job[noteArgs]) error { return nil }, nil))
+	startClient(t, pool, ws, &pgqueue.Config{PollOnly: true, FetchPollInterval: time.Hour, SchedulerInterval: time.Hour})
+	last := res.IDs[steps-1]
+	waitState(t, pool, last, "completed")
+	var slowest float64
+	must(t, pool.QueryRow(ctx, `
+		SELECT max(extract(epoch FROM c.attempted_at - p.finalized_at))
+		FROM pgqueue.job_deps d JOIN pgqueue.jobs p ON p.id = d.parent_id JOIN pgqueue.jobs c ON c.id = d.child_id
+		WHERE c.id = ANY ($1)`, res.IDs).Scan(&slowest))
+	// Seconds at most under the heaviest load; without the wake-up, an hour.
+	if slowest > 10 {
+		t.Fatalf("a step started %.1f s after its parent completed", slowest)
+	}
+}
+
 // TestWorkflowBatchCallback works a batch whose jobs end in every final
 // state: its callback runs once, after the last of them, and reads how
 // each ended.

@@ -119,6 +119,9 @@ type Completer struct {
 	base     context.Context
 	giveUp   time.Duration
 	wrote    func(queue string)
+	// settled is told how many dependents (jobs waiting for the batch's
+	// jobs) a written batch released or cancelled, when any.
+	settled func(n int)
 	// hurried tells the queues whose results are written at once, without
 	// waiting for a batch; urgent is set while one of those waits.
 	hurried func(queue string) bool
@@ -144,6 +147,8 @@ type Completer struct {
 	ops                 []string
 	errs, traces        []*string
 	updated             map[int64]bool
+	// settledN is what the last Exec's statement settled.
+	settledN int
 }
 
 // New returns a completer that writes batches of up to cfg.BatchSize
@@ -320,6 +325,12 @@ func (k *Completer) write(batch []Result) {
 		updated, err := k.Exec(pending)
 		switch {
 		case err == nil:
+			// Before the executors and the observer are told: the jobs
+			// just released are waiting, and this client may claim them
+			// now rather than when the NOTIFY or the poll reaches it.
+			if k.settledN > 0 && k.settled != nil {
+				k.settled(k.settledN)
+			}
 			k.reportWritten(pending, updated)
 			return
 		case isServerError(err):
@@ -375,6 +386,7 @@ func (k *Completer) Exec(batch []Result) (map[int64]bool, error) {
 	} else {
 		rows, err = query(ctx, k.q.Finish, jobsql.OneShotPlan, ids, fences, k.ops, k.errs, k.traces, k.delays)
 	}
+	k.settledN = 0
 	if err != nil {
 		return nil, err
 	}
@@ -385,23 +397,39 @@ func (k *Completer) Exec(batch []Result) (map[int64]bool, error) {
 	updated := k.updated
 	clear(updated)
 	var id int64
-	// The ids come as text (QueryExecModeExec asks for no binary results):
-	// read them without pgx's scan, which allocates.
+	var settled *int32
+	// Each row is an id and the statement's count of settled dependents
+	// (null when it settled none), both as text (QueryExecModeExec asks
+	// for no binary results): read them without pgx's scan, which
+	// allocates.
 	fds := rows.FieldDescriptions()
-	textIDs := len(fds) == 1 && fds[0].Format == pgtype.TextFormatCode
+	text := len(fds) == 2 && fds[0].Format == pgtype.TextFormatCode && fds[1].Format == pgtype.TextFormatCode
+	n := 0
 	for rows.Next() {
 		var ok bool
-		if v := rows.RawValues(); textIDs && len(v) == 1 {
+		if v := rows.RawValues(); text && len(v) == 2 {
 			id, ok = parseInt8Text(v[0])
+			if ok && v[1] != nil {
+				var c int64
+				c, ok = parseInt8Text(v[1])
+				n = int(c)
+			}
 		}
 		if !ok {
-			if err := rows.Scan(&id); err != nil {
+			if err := rows.Scan(&id, &settled); err != nil {
 				return nil, err
+			}
+			if settled != nil {
+				n = int(*settled)
 			}
 		}
 		updated[id] = true
 	}
-	return updated, rows.Err()
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	k.settledN = n
+	return updated, nil
 }
 
 // appendInt8Array appends the text form of a bigint[] holding vs.
@@ -494,6 +522,11 @@ func isServerError(err error) bool {
 // (or given up on): flow-limited producers claim then, as the slots their
 // jobs held are free. Call it before Run.
 func (k *Completer) Wrote(f func(queue string)) { k.wrote = f }
+
+// OnSettled sets what is told, after a batch is written, how many
+// dependents it settled, when any: the client wakes its producers then.
+// Call it before Run.
+func (k *Completer) OnSettled(f func(n int)) { k.settled = f }
 
 // Hurry sets which queues' results are written at once rather than
 // gathered for BatchDelay: those of queues with a queue-wide flow limit,

@@ -31,12 +31,12 @@ type queries struct {
 	pruneBacklog, prunePending, pruneBacklogLeft, tableSizes, deletedRows, vacuumJobs, walPosition string
 	// what a limit or sequence run kept, by the database
 	flowStarts, flowPeakRunning, flowSpan, sequenceOrder string
-	// what a workflow run's releases took
-	workflowRelease string
 	// pg_stat_statements (Config.StatStatements)
 	statStatementsCreate, statStatementsReset, statStatements string
 	// what runs beside a sustained load
 	activity string
+	// preparing a workflow run, and what its releases took
+	vacuumAnalyzeJobDeps, workflowRelease string
 }
 
 // loadQueries reads sql/ with schema, which must be valid, filled in.
@@ -53,9 +53,9 @@ func loadQueries(schema string) (*queries, error) {
 		"wal_position": &q.walPosition,
 		// limit and sequence runs
 		"flow_starts": &q.flowStarts, "flow_peak_running": &q.flowPeakRunning, "flow_span": &q.flowSpan, "sequence_order": &q.sequenceOrder,
-		"workflow_release":       &q.workflowRelease,
 		"stat_statements_create": &q.statStatementsCreate, "stat_statements_reset": &q.statStatementsReset,
 		"stat_statements": &q.statStatements, "activity": &q.activity,
+		"vacuum_analyze_job_deps": &q.vacuumAnalyzeJobDeps, "workflow_release": &q.workflowRelease,
 	})
 	if err != nil {
 		return nil, err

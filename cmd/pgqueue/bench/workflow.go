@@ -84,6 +84,15 @@ func EnqueueWorkflow(ctx context.Context, cfg *Config, shape string) (Result, er
 		return out, err
 	}
 	out.Jobs = res.Enqueued
+	// The edges too, not only the jobs: in service autovacuum would have
+	// visited a table that just took 10,000 rows.
+	q, err := cfg.queries()
+	if err != nil {
+		return out, err
+	}
+	if _, err := cfg.Pool.Exec(ctx, q.vacuumAnalyzeJobDeps); err != nil {
+		return out, err
+	}
 	return out, settle(ctx, cfg)
 }
 

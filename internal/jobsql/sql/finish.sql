@@ -54,4 +54,5 @@ RETURNING j.id, j.state, j.has_children
     SELECT {{schema}}.workflow_settle(array_agg(id), array_agg(state))
     FROM done WHERE has_children AND state IN ('completed', 'discarded', 'cancelled') HAVING count(*) > 0
 )
-SELECT id FROM done WHERE (SELECT count(*) FROM settled) >= 0
+-- Each row carries the count of dependents settled, as in complete_many.sql.
+SELECT id, (SELECT s FROM settled AS t(s)) AS settled FROM done WHERE (SELECT count(*) FROM settled) >= 0
