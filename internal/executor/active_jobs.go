@@ -32,8 +32,10 @@ type ActiveJob struct {
 	// completedInTx is set by CompleteTx; the executor then checks whether
 	// that transaction committed instead of completing the job again.
 	completedInTx atomic.Bool
-	// ctx is the job's context carrying the job (see withJob).
-	ctx jobValueCtx
+	// ctx is the job's context carrying the job (see withJob), and
+	// handler the handler's, with its timeout (see handlerCtx).
+	ctx     jobValueCtx
+	handler handlerCtx
 	// cancelRequested is set when JobCancel's request reached this client
 	// (control notification or heartbeat): the handler's context is
 	// cancelled with ErrJobCancelled and an error it returns ends the job
@@ -44,8 +46,15 @@ type ActiveJob struct {
 // requestCancel cancels the handler's context with ErrJobCancelled, once.
 func (j *ActiveJob) requestCancel() {
 	if j.cancelRequested.CompareAndSwap(false, true) {
-		j.cancel(pgqueuetype.ErrJobCancelled)
+		j.cancelWith(pgqueuetype.ErrJobCancelled)
 	}
+}
+
+// cancelWith cancels the job's context with cause, and with it the
+// handler's. Every cancellation of a job goes through it.
+func (j *ActiveJob) cancelWith(cause error) {
+	j.cancel(cause)
+	j.handler.end(context.Canceled, true)
 }
 
 // Row is the job as claimed.
@@ -115,7 +124,7 @@ func (a *ActiveJobs) addIn(j *ActiveJob, row *pgqueuetype.JobRow, cancel context
 	stopped := a.stopped
 	a.mu.Unlock()
 	if stopped != nil {
-		cancel(stopped)
+		j.cancelWith(stopped)
 	}
 	return j
 }
@@ -128,7 +137,7 @@ func (a *ActiveJobs) CancelAll(cause error) {
 	defer a.mu.Unlock()
 	a.stopped = cause
 	for _, j := range a.byID {
-		j.cancel(cause)
+		j.cancelWith(cause)
 	}
 }
 
@@ -146,7 +155,7 @@ func (a *ActiveJobs) expire(now time.Time, margin time.Duration, buf []*ActiveJo
 	a.mu.Unlock()
 	for _, j := range buf {
 		if j.expired.CompareAndSwap(false, true) {
-			j.cancel(pgqueuetype.ErrJobLeaseLost)
+			j.cancelWith(pgqueuetype.ErrJobLeaseLost)
 		}
 	}
 	return buf

@@ -1,0 +1,291 @@
+package executor
+
+import (
+	"context"
+	"sync"
+	"time"
+)
+
+// handlerCtx is the context a job's handler runs with: the job's context
+// (ended by lease loss, JobCancel or Stop) plus the handler's timeout. It
+// behaves as context.WithTimeout(jobCtx, timeout) would (Err, Deadline,
+// context.Cause, contexts derived from it) without its cost per job: a
+// timer, a timerCtx and a map entry in the job context's children. It
+// lives in the job's ActiveJob, its Done channel is made only when asked
+// for, and the executor's deadline heap (deadlines) times out every job of
+// a client with one timer.
+//
+// The job's context tells it of its cancellation through
+// ActiveJob.cancelWith (nothing else cancels a job's context: its parent
+// never ends); the heap, of its deadline; the executor, of the handler's
+// return (end).
+type handlerCtx struct {
+	// parent is the job's context (a jobValueCtx over a cancelCtx).
+	parent   context.Context
+	deadline time.Time
+	// at is deadline on the heap's clock; index is the position in the
+	// heap, -1 when not in it. Both are the heap's, under its lock.
+	at    int64
+	index int
+
+	mu   sync.Mutex
+	done chan struct{} // made by Done, closed when err is set
+	err  error
+	// fromParent: err came from the job's context, whose cause
+	// context.Cause then reports; otherwise the cause is err itself.
+	fromParent bool
+	afters     []*afterFunc
+}
+
+// afterFunc is a function registered with AfterFunc: a context derived
+// from the handler's, whose cancellation it passes on.
+type afterFunc struct{ f func() }
+
+// cancelCtxKey is the key under which context.Cause (and the context
+// package's children bookkeeping) look up a context's nearest cancelCtx;
+// nil when the context package does not work as causeKeySpy expects, and
+// the executor then falls back on context.WithTimeout.
+var cancelCtxKey = causeKeySpy()
+
+// causeKeySpy returns the key context.Cause asks a context's Value for,
+// checking that a context.WithCancelCause answers it with itself (so its
+// cause is what context.Cause reports).
+func causeKeySpy() any {
+	ended, cancel := context.WithCancel(context.Background())
+	cancel()
+	s := &keySpy{Context: ended} // context.Cause asks only an ended context
+	_ = context.Cause(s)
+	if s.key == nil {
+		return nil
+	}
+	ctx, cancelCause := context.WithCancelCause(context.Background())
+	defer cancelCause(nil)
+	if ctx.Value(s.key) == nil || context.Background().Value(s.key) != nil {
+		return nil
+	}
+	return s.key
+}
+
+type keySpy struct {
+	context.Context
+	key any
+}
+
+func (s *keySpy) Value(key any) any {
+	s.key = key
+	return nil
+}
+
+// Deadline is the handler's timeout, if any, else the job context's.
+func (c *handlerCtx) Deadline() (time.Time, bool) {
+	if !c.deadline.IsZero() {
+		return c.deadline, true
+	}
+	return c.parent.Deadline()
+}
+
+// Done returns a channel closed when the job's context ends, the timeout
+// passes or the handler returned.
+func (c *handlerCtx) Done() <-chan struct{} {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.done == nil {
+		c.done = make(chan struct{})
+		if c.err != nil {
+			close(c.done)
+		}
+	}
+	return c.done
+}
+
+// Err is nil while the handler's context runs, then context.Canceled or
+// context.DeadlineExceeded.
+func (c *handlerCtx) Err() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.err
+}
+
+// Value returns the parent's values. For the context package's own key
+// (context.Cause) it answers with the job context's cancelCtx only while
+// that is where the handler's context's end came from, or it has not
+// ended: after a timeout, or once the handler returned, the cause is Err,
+// as a timerCtx's would be.
+func (c *handlerCtx) Value(key any) any {
+	if key == cancelCtxKey {
+		c.mu.Lock()
+		own := c.err != nil && !c.fromParent
+		c.mu.Unlock()
+		if own {
+			return nil
+		}
+	}
+	return c.parent.Value(key)
+}
+
+// AfterFunc arranges for f to run once the context ends: the context
+// package calls it to tie a context derived from this one to it.
+func (c *handlerCtx) AfterFunc(f func()) (stop func() bool) {
+	c.mu.Lock()
+	if c.err != nil {
+		c.mu.Unlock()
+		go f()
+		return func() bool { return false }
+	}
+	a := &afterFunc{f: f}
+	c.afters = append(c.afters, a)
+	c.mu.Unlock()
+	return func() bool {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		for i, b := range c.afters {
+			if b == a {
+				c.afters = append(c.afters[:i], c.afters[i+1:]...)
+				return true
+			}
+		}
+		return false
+	}
+}
+
+// end ends the context with err, unless it has ended already, and runs
+// what AfterFunc registered.
+func (c *handlerCtx) end(err error, fromParent bool) {
+	c.mu.Lock()
+	if c.err != nil {
+		c.mu.Unlock()
+		return
+	}
+	c.err, c.fromParent = err, fromParent
+	if c.done != nil {
+		close(c.done)
+	}
+	afters := c.afters
+	c.afters = nil
+	c.mu.Unlock()
+	for _, a := range afters {
+		a.f()
+	}
+}
+
+// deadlines times out the handlers of an executor's jobs with one timer,
+// a min-heap of their deadlines.
+type deadlines struct {
+	epoch time.Time
+	mu    sync.Mutex
+	heap  []*handlerCtx
+	timer *time.Timer
+	// armed: timer is set to fire at armedAt.
+	armed   bool
+	armedAt int64
+}
+
+func newDeadlines() *deadlines {
+	d := &deadlines{epoch: time.Now()}
+	d.timer = time.AfterFunc(time.Hour, d.fire)
+	d.timer.Stop()
+	return d
+}
+
+// add puts c, whose deadline is set, on the heap.
+func (d *deadlines) add(c *handlerCtx) {
+	at := int64(c.deadline.Sub(d.epoch))
+	d.mu.Lock()
+	c.at, c.index = at, len(d.heap)
+	d.heap = append(d.heap, c)
+	d.up(c.index)
+	if !d.armed || at < d.armedAt {
+		d.arm(at)
+	}
+	d.mu.Unlock()
+}
+
+// remove takes c off the heap, if it is on it.
+func (d *deadlines) remove(c *handlerCtx) {
+	d.mu.Lock()
+	if i := c.index; i >= 0 && i < len(d.heap) && d.heap[i] == c {
+		d.removeAt(i)
+	}
+	if len(d.heap) == 0 && d.armed {
+		// Nothing to time out: no timer left running.
+		d.timer.Stop()
+		d.armed = false
+	}
+	d.mu.Unlock()
+}
+
+// fire times out the handlers whose deadline passed and sets the timer
+// for the next.
+func (d *deadlines) fire() {
+	now := int64(time.Since(d.epoch))
+	var due []*handlerCtx
+	d.mu.Lock()
+	d.armed = false
+	for len(d.heap) > 0 && d.heap[0].at <= now {
+		due = append(due, d.heap[0])
+		d.removeAt(0)
+	}
+	if len(d.heap) > 0 {
+		d.arm(d.heap[0].at)
+	}
+	d.mu.Unlock()
+	for _, c := range due {
+		c.end(context.DeadlineExceeded, false)
+	}
+}
+
+// arm sets the timer for at; under mu.
+func (d *deadlines) arm(at int64) {
+	d.timer.Reset(max(time.Duration(at-int64(time.Since(d.epoch))), 0))
+	d.armed, d.armedAt = true, at
+}
+
+func (d *deadlines) removeAt(i int) {
+	last := len(d.heap) - 1
+	c := d.heap[i]
+	if i != last {
+		d.swap(i, last)
+	}
+	d.heap[last] = nil
+	d.heap = d.heap[:last]
+	c.index = -1
+	if i != last {
+		d.down(i)
+		d.up(i)
+	}
+}
+
+func (d *deadlines) swap(i, j int) {
+	d.heap[i], d.heap[j] = d.heap[j], d.heap[i]
+	d.heap[i].index, d.heap[j].index = i, j
+}
+
+func (d *deadlines) up(i int) {
+	for i > 0 {
+		p := (i - 1) / 2
+		if d.heap[p].at <= d.heap[i].at {
+			return
+		}
+		d.swap(i, p)
+		i = p
+	}
+}
+
+func (d *deadlines) down(i int) {
+	n := len(d.heap)
+	for {
+		l := 2*i + 1
+		if l >= n {
+			return
+		}
+		m := l
+		if r := l + 1; r < n && d.heap[r].at < d.heap[l].at {
+			m = r
+		}
+		if d.heap[i].at <= d.heap[m].at {
+			return
+		}
+		d.swap(i, m)
+		i = m
+	}
+}
