@@ -12,7 +12,9 @@ import (
 // ActiveJob is a job this client is running, with what it needs to keep or
 // give up the claim.
 type ActiveJob struct {
-	row    *pgqueuetype.JobRow
+	row *pgqueuetype.JobRow
+	// cancel cancels the job's context when it is not jobCtx (Add, and
+	// the executor without jobContext); nil otherwise.
 	cancel context.CancelCauseFunc
 	// leaseEnd is when the claim's lease ends by this process's monotonic
 	// clock (see ActiveJobs.at); heartbeats move it. The expiry sweep
@@ -32,10 +34,10 @@ type ActiveJob struct {
 	// completedInTx is set by CompleteTx; the executor then checks whether
 	// that transaction committed instead of completing the job again.
 	completedInTx atomic.Bool
-	// ctx is the job's context carrying the job (see withJob), and
-	// handler the handler's, with its timeout (see handlerCtx).
-	ctx     jobValueCtx
-	handler handlerCtx
+	// ctx carries the job (see withJob); jobCtx is the job's context
+	// over it, handler the handler's, with its timeout (see jobContext).
+	ctx             jobValueCtx
+	jobCtx, handler jobContext
 	// cancelRequested is set when JobCancel's request reached this client
 	// (control notification or heartbeat): the handler's context is
 	// cancelled with ErrJobCancelled and an error it returns ends the job
@@ -53,8 +55,12 @@ func (j *ActiveJob) requestCancel() {
 // cancelWith cancels the job's context with cause, and with it the
 // handler's. Every cancellation of a job goes through it.
 func (j *ActiveJob) cancelWith(cause error) {
-	j.cancel(cause)
-	j.handler.end(context.Canceled, true)
+	if j.cancel != nil {
+		j.cancel(cause)
+	} else {
+		j.jobCtx.end(context.Canceled, cause, false) // a nil cause is Err
+	}
+	j.handler.end(context.Canceled, nil, true)
 }
 
 // Row is the job as claimed.

@@ -146,10 +146,9 @@ func (e *Executor) Execute(cj *ClaimedJob) {
 		e.results.Send(completer.Result{Row: row, Op: completer.OpRelease})
 		return
 	}
-	ctx, cancel := context.WithCancelCause(e.jobParent)
-	defer cancel(nil)
 	job := &cj.active
-	ctx = withJob(ctx, job, e)
+	ctx, cancel := e.jobContext(job)
+	defer job.endJob(cancel)
 	var timeout time.Duration
 	if w != nil {
 		timeout = cmp.Or(w.Timeout, e.jobTimeout) // a worker's own, negative for none, wins
@@ -240,10 +239,33 @@ func (e *Executor) Execute(cj *ClaimedJob) {
 	}
 }
 
+// jobContext returns job's context: its jobCtx, or, should the context
+// package not work as jobContext needs, a context.WithCancelCause and its
+// cancel. Both carry the job (withJob).
+func (e *Executor) jobContext(job *ActiveJob) (context.Context, context.CancelCauseFunc) {
+	values := withJob(e.jobParent, job, e)
+	if cancelCtxKey == nil {
+		return context.WithCancelCause(values)
+	}
+	job.jobCtx.parent, job.jobCtx.index = values, -1
+	return &job.jobCtx, nil
+}
+
+// endJob ends the job's context once its result is handed over: cancel is
+// jobContext's.
+func (j *ActiveJob) endJob(cancel context.CancelCauseFunc) {
+	if cancel != nil {
+		cancel(nil)
+		return
+	}
+	j.jobCtx.end(context.Canceled, nil, false)
+}
+
 // handlerContext returns the context job's handler runs with: ctx, the
-// job's, with timeout (none when not positive). It is the job's handlerCtx,
+// job's, with timeout (none when not positive). It is the job's handler,
 // whose deadline Execute puts on the executor's heap; cancel is nil then.
-// Should the context package not work as handlerCtx needs, it is a
+// ctx must be job's jobCtx then.
+// Should the context package not work as jobContext needs, it is a
 // context.WithTimeout, and cancel ends it.
 func (e *Executor) handlerContext(job *ActiveJob, ctx context.Context, timeout time.Duration, now time.Time) (_ context.Context, cancel context.CancelFunc) {
 	if cancelCtxKey != nil {
@@ -270,7 +292,7 @@ func (e *Executor) endHandler(job *ActiveJob, cancelTimeout context.CancelFunc) 
 	if !job.handler.deadline.IsZero() {
 		e.deadlines.remove(&job.handler)
 	}
-	job.handler.end(context.Canceled, false)
+	job.handler.end(context.Canceled, nil, false)
 }
 
 // isType reports whether err's chain holds an E (errors.AsType, as a

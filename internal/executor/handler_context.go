@@ -6,21 +6,21 @@ import (
 	"time"
 )
 
-// handlerCtx is the context a job's handler runs with: the job's context
-// (ended by lease loss, JobCancel or Stop) plus the handler's timeout. It
-// behaves as context.WithTimeout(jobCtx, timeout) would (Err, Deadline,
-// context.Cause, contexts derived from it) without its cost per job: a
-// timer, a timerCtx and a map entry in the job context's children. It
-// lives in the job's ActiveJob, its Done channel is made only when asked
-// for, and the executor's deadline heap (deadlines) times out every job of
-// a client with one timer.
-//
-// The job's context tells it of its cancellation through
-// ActiveJob.cancelWith (nothing else cancels a job's context: its parent
-// never ends); the heap, of its deadline; the executor, of the handler's
-// return (end).
-type handlerCtx struct {
-	// parent is the job's context (a jobValueCtx over a cancelCtx).
+// jobContext is a running job's context, or its handler's, kept in the
+// job's ActiveJob. A job's context (ActiveJob.jobCtx) behaves as
+// context.WithCancelCause(values) would: ActiveJob.cancelWith ends it with
+// a cause (ErrJobCancelled, ErrJobLeaseLost, ErrStopping), Execute once the
+// job's result is handed over. Its handler's (ActiveJob.handler) behaves as
+// context.WithTimeout(jobCtx, timeout) would: it ends with the job's
+// context (cancelWith ends both), when its deadline passes (the executor's
+// deadline heap, one timer for every job of a client), or when the handler
+// returned. Err, Deadline, context.Cause and the contexts derived from
+// them answer as the standard library's would, without their cost per
+// job: two contexts, a cancel func, a timer and a child map entry. The
+// Done channel is made only when asked for.
+type jobContext struct {
+	// parent is where values come from: for a job's context, a jobValueCtx
+	// carrying the job; for a handler's, the job's context.
 	parent   context.Context
 	deadline time.Time
 	// at is deadline on the heap's clock; index is the position in the
@@ -31,10 +31,14 @@ type handlerCtx struct {
 	mu   sync.Mutex
 	done chan struct{} // made by Done, closed when err is set
 	err  error
-	// fromParent: err came from the job's context, whose cause
-	// context.Cause then reports; otherwise the cause is err itself.
+	// cause is what context.Cause reports once err is set; nil for err
+	// itself, or, with fromParent, the parent's cause.
+	cause      error
 	fromParent bool
-	afters     []*afterFunc
+	// causeCtx is a cancelled context.WithCancelCause holding cause, made
+	// the first time context.Cause asks (see Value).
+	causeCtx context.Context
+	afters   []*afterFunc
 }
 
 // afterFunc is a function registered with AfterFunc: a context derived
@@ -49,7 +53,8 @@ var cancelCtxKey = causeKeySpy()
 
 // causeKeySpy returns the key context.Cause asks a context's Value for,
 // checking that a context.WithCancelCause answers it with itself (so its
-// cause is what context.Cause reports).
+// cause is what context.Cause reports). jobContext answers it with such a
+// context holding its cause.
 func causeKeySpy() any {
 	ended, cancel := context.WithCancel(context.Background())
 	cancel()
@@ -76,17 +81,16 @@ func (s *keySpy) Value(key any) any {
 	return nil
 }
 
-// Deadline is the handler's timeout, if any, else the job context's.
-func (c *handlerCtx) Deadline() (time.Time, bool) {
+// Deadline is the handler's timeout, if any, else the parent's.
+func (c *jobContext) Deadline() (time.Time, bool) {
 	if !c.deadline.IsZero() {
 		return c.deadline, true
 	}
 	return c.parent.Deadline()
 }
 
-// Done returns a channel closed when the job's context ends, the timeout
-// passes or the handler returned.
-func (c *handlerCtx) Done() <-chan struct{} {
+// Done returns a channel closed when the context ends.
+func (c *jobContext) Done() <-chan struct{} {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.done == nil {
@@ -98,34 +102,45 @@ func (c *handlerCtx) Done() <-chan struct{} {
 	return c.done
 }
 
-// Err is nil while the handler's context runs, then context.Canceled or
+// Err is nil while the context runs, then context.Canceled or
 // context.DeadlineExceeded.
-func (c *handlerCtx) Err() error {
+func (c *jobContext) Err() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.err
 }
 
-// Value returns the parent's values. For the context package's own key
-// (context.Cause) it answers with the job context's cancelCtx only while
-// that is where the handler's context's end came from, or it has not
-// ended: after a timeout, or once the handler returned, the cause is Err,
-// as a timerCtx's would be.
-func (c *handlerCtx) Value(key any) any {
-	if key == cancelCtxKey {
-		c.mu.Lock()
-		own := c.err != nil && !c.fromParent
-		c.mu.Unlock()
-		if own {
-			return nil
-		}
+// Value returns the parent's values. The context package's own key is
+// asked by context.Cause, of an ended context only: the answer is a
+// cancelled context holding the cause (made then, once), the parent's
+// answer when the context ended with its parent, or nil when the cause is
+// Err. (It is also asked when a context is derived from this one, which
+// then registers with AfterFunc: nil while the context runs.)
+func (c *jobContext) Value(key any) any {
+	if key != cancelCtxKey {
+		return c.parent.Value(key)
 	}
-	return c.parent.Value(key)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	switch {
+	case c.err == nil:
+		return nil
+	case c.fromParent:
+		return c.parent.Value(key)
+	case c.cause == nil:
+		return nil
+	}
+	if c.causeCtx == nil {
+		ctx, cancel := context.WithCancelCause(context.Background())
+		cancel(c.cause)
+		c.causeCtx = ctx
+	}
+	return c.causeCtx.Value(key)
 }
 
 // AfterFunc arranges for f to run once the context ends: the context
 // package calls it to tie a context derived from this one to it.
-func (c *handlerCtx) AfterFunc(f func()) (stop func() bool) {
+func (c *jobContext) AfterFunc(f func()) (stop func() bool) {
 	c.mu.Lock()
 	if c.err != nil {
 		c.mu.Unlock()
@@ -148,15 +163,16 @@ func (c *handlerCtx) AfterFunc(f func()) (stop func() bool) {
 	}
 }
 
-// end ends the context with err, unless it has ended already, and runs
-// what AfterFunc registered.
-func (c *handlerCtx) end(err error, fromParent bool) {
+// end ends the context with err and cause (nil: err itself; with
+// fromParent, the parent's), unless it has ended already, and runs what
+// AfterFunc registered.
+func (c *jobContext) end(err, cause error, fromParent bool) {
 	c.mu.Lock()
 	if c.err != nil {
 		c.mu.Unlock()
 		return
 	}
-	c.err, c.fromParent = err, fromParent
+	c.err, c.cause, c.fromParent = err, cause, fromParent
 	if c.done != nil {
 		close(c.done)
 	}
@@ -173,7 +189,7 @@ func (c *handlerCtx) end(err error, fromParent bool) {
 type deadlines struct {
 	epoch time.Time
 	mu    sync.Mutex
-	heap  []*handlerCtx
+	heap  []*jobContext
 	timer *time.Timer
 	// armed: timer is set to fire at armedAt.
 	armed   bool
@@ -188,7 +204,7 @@ func newDeadlines() *deadlines {
 }
 
 // add puts c, whose deadline is set, on the heap.
-func (d *deadlines) add(c *handlerCtx) {
+func (d *deadlines) add(c *jobContext) {
 	at := int64(c.deadline.Sub(d.epoch))
 	d.mu.Lock()
 	c.at, c.index = at, len(d.heap)
@@ -201,7 +217,7 @@ func (d *deadlines) add(c *handlerCtx) {
 }
 
 // remove takes c off the heap, if it is on it.
-func (d *deadlines) remove(c *handlerCtx) {
+func (d *deadlines) remove(c *jobContext) {
 	d.mu.Lock()
 	if i := c.index; i >= 0 && i < len(d.heap) && d.heap[i] == c {
 		d.removeAt(i)
@@ -218,7 +234,7 @@ func (d *deadlines) remove(c *handlerCtx) {
 // for the next.
 func (d *deadlines) fire() {
 	now := int64(time.Since(d.epoch))
-	var due []*handlerCtx
+	var due []*jobContext
 	d.mu.Lock()
 	d.armed = false
 	for len(d.heap) > 0 && d.heap[0].at <= now {
@@ -230,7 +246,7 @@ func (d *deadlines) fire() {
 	}
 	d.mu.Unlock()
 	for _, c := range due {
-		c.end(context.DeadlineExceeded, false)
+		c.end(context.DeadlineExceeded, nil, false)
 	}
 }
 

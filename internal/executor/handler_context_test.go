@@ -27,10 +27,11 @@ func newHandlerBundle(t *testing.T, e *Executor, timeout time.Duration) *handler
 		t.Fatal("the context package does not answer context.Cause's key as handlerCtx expects")
 	}
 	j := &ActiveJob{}
-	ctx, cancel := context.WithCancelCause(context.WithValue(context.Background(), testKey{}, "parent's"))
-	t.Cleanup(func() { cancel(nil) })
-	j.cancel = cancel
-	jobCtx := withJob(ctx, j, e)
+	jobCtx, cancel := e.jobContext(j)
+	if cancel != nil {
+		t.Fatal("jobContext fell back on context.WithCancelCause")
+	}
+	t.Cleanup(func() { j.endJob(nil) })
 	h, stdCancel := e.handlerContext(j, jobCtx, timeout, time.Now())
 	if stdCancel != nil {
 		t.Fatal("handlerContext fell back on context.WithTimeout")
@@ -41,7 +42,9 @@ func newHandlerBundle(t *testing.T, e *Executor, timeout time.Duration) *handler
 	return &handlerBundle{exec: e, job: j, jobCtx: jobCtx, handler: h}
 }
 
-func newTestExecutor() *Executor { return &Executor{deadlines: newDeadlines()} }
+func newTestExecutor() *Executor {
+	return &Executor{deadlines: newDeadlines(), jobParent: context.WithValue(context.Background(), testKey{}, "parent's")}
+}
 
 func waitDone(t *testing.T, ctx context.Context, what string) {
 	t.Helper()
@@ -63,7 +66,8 @@ func TestHandlerContext(t *testing.T) {
 		// wantErr and wantCause are the handler's context's, and its
 		// derived contexts'.
 		wantErr, wantCause error
-		jobEnded           bool
+		// jobCause is the job's context's cause, nil while it runs.
+		jobCause error
 	}{
 		"DeadlinePasses": {
 			timeout: 20 * time.Millisecond,
@@ -74,13 +78,13 @@ func TestHandlerContext(t *testing.T) {
 			timeout:   time.Minute,
 			end:       func(b *handlerBundle) { b.job.requestCancel() },
 			wantErr:   context.Canceled,
-			wantCause: pgqueuetype.ErrJobCancelled, jobEnded: true,
+			wantCause: pgqueuetype.ErrJobCancelled, jobCause: pgqueuetype.ErrJobCancelled,
 		},
 		"LeaseLostWithoutTimeout": {
 			timeout:   -1,
 			end:       func(b *handlerBundle) { b.job.cancelWith(pgqueuetype.ErrJobLeaseLost) },
 			wantErr:   context.Canceled,
-			wantCause: pgqueuetype.ErrJobLeaseLost, jobEnded: true,
+			wantCause: pgqueuetype.ErrJobLeaseLost, jobCause: pgqueuetype.ErrJobLeaseLost,
 		},
 		"HandlerReturned": {
 			timeout: time.Minute,
@@ -93,7 +97,7 @@ func TestHandlerContext(t *testing.T) {
 				waitDone(t, b.handler, "timeout")
 				b.job.cancelWith(pgqueuetype.ErrStopping)
 			},
-			wantErr: context.DeadlineExceeded, wantCause: context.DeadlineExceeded, jobEnded: true,
+			wantErr: context.DeadlineExceeded, wantCause: context.DeadlineExceeded, jobCause: pgqueuetype.ErrStopping,
 		},
 	}
 	for name, tt := range tests {
@@ -112,6 +116,8 @@ func TestHandlerContext(t *testing.T) {
 			defer cancelChild()
 			timed, cancelTimed := context.WithTimeout(b.handler, time.Hour)
 			defer cancelTimed()
+			jobChild, cancelJobChild := context.WithCancel(b.jobCtx)
+			defer cancelJobChild()
 			afterRan := make(chan struct{})
 			context.AfterFunc(b.handler, func() { close(afterRan) })
 			if JobFromContext(child) != b.job || child.Value(testKey{}) != "parent's" {
@@ -135,8 +141,18 @@ func TestHandlerContext(t *testing.T) {
 			if late.Err() != tt.wantErr || context.Cause(late) != tt.wantCause {
 				t.Errorf("context derived after the end: %v, %v", late.Err(), context.Cause(late))
 			}
-			if ended := b.jobCtx.Err() != nil; ended != tt.jobEnded {
-				t.Errorf("job's context ended: %t, want %t", ended, tt.jobEnded)
+			// The job's context, and one derived from it before the end,
+			// as a context.WithCancelCause cancelled with the cause.
+			if got := context.Cause(b.jobCtx); got != tt.jobCause {
+				t.Errorf("job's context: Cause = %v, want %v", got, tt.jobCause)
+			}
+			if tt.jobCause != nil {
+				waitDone(t, jobChild, "job's derived context")
+				if b.jobCtx.Err() != context.Canceled || jobChild.Err() != context.Canceled || context.Cause(jobChild) != tt.jobCause {
+					t.Errorf("job's context: Err %v; derived: Err %v, Cause %v", b.jobCtx.Err(), jobChild.Err(), context.Cause(jobChild))
+				}
+			} else if jobChild.Err() != nil {
+				t.Errorf("job's derived context ended: %v", jobChild.Err())
 			}
 			e.endHandler(b.job, nil) // as Execute does, whatever ended it
 			e.deadlines.mu.Lock()
@@ -191,7 +207,8 @@ func TestHandlerContextDoneLate(t *testing.T) {
 	e := newTestExecutor()
 	b := newHandlerBundle(t, e, time.Minute)
 	e.endHandler(b.job, nil)
-	if b.job.handler.done != nil {
+	b.job.endJob(nil)
+	if b.job.handler.done != nil || b.job.jobCtx.done != nil {
 		t.Error("Done channel made though nobody asked for it")
 	}
 	select {
@@ -201,5 +218,52 @@ func TestHandlerContextDoneLate(t *testing.T) {
 	}
 	if !errors.Is(b.handler.Err(), context.Canceled) {
 		t.Errorf("Err = %v", b.handler.Err())
+	}
+}
+
+// Without the context package's key, the executor falls back on
+// context.WithCancelCause and context.WithTimeout, and the job's and
+// handler's contexts still end as they should.
+func TestJobContextFallback(t *testing.T) {
+	defer func(key any) { cancelCtxKey = key }(cancelCtxKey)
+	cancelCtxKey = nil
+	e := newTestExecutor()
+	j := &ActiveJob{}
+	ctx, cancel := e.jobContext(j)
+	if cancel == nil {
+		t.Fatal("no cancel func from the fallback")
+	}
+	j.cancel = cancel
+	h, cancelTimeout := e.handlerContext(j, ctx, 10*time.Millisecond, time.Now())
+	if cancelTimeout == nil {
+		t.Fatal("no cancel func for the fallback's timeout")
+	}
+	waitDone(t, h, "timeout")
+	if h.Err() != context.DeadlineExceeded || ctx.Err() != nil || JobFromContext(h) != j {
+		t.Fatalf("handler's Err %v, job's Err %v", h.Err(), ctx.Err())
+	}
+	e.endHandler(j, cancelTimeout)
+	j.cancelWith(pgqueuetype.ErrJobLeaseLost)
+	if context.Cause(ctx) != pgqueuetype.ErrJobLeaseLost {
+		t.Errorf("job's Cause = %v", context.Cause(ctx))
+	}
+	j.endJob(cancel)
+}
+
+// A job's context ended once its result is handed over reports
+// context.Canceled, its cause too, as a cancel(nil) would.
+func TestJobContextEnd(t *testing.T) {
+	e := newTestExecutor()
+	b := newHandlerBundle(t, e, -1)
+	if _, ok := b.jobCtx.Deadline(); ok {
+		t.Error("a job's context has a deadline")
+	}
+	e.endHandler(b.job, nil)
+	b.job.endJob(nil)
+	b.job.cancelWith(pgqueuetype.ErrJobLeaseLost) // too late: changes nothing
+	for what, ctx := range map[string]context.Context{"job": b.jobCtx, "handler": b.handler} {
+		if ctx.Err() != context.Canceled || context.Cause(ctx) != context.Canceled {
+			t.Errorf("%s: Err %v, Cause %v", what, ctx.Err(), context.Cause(ctx))
+		}
 	}
 }
