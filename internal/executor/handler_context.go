@@ -222,11 +222,9 @@ func (d *deadlines) remove(c *jobContext) {
 	if i := c.index; i >= 0 && i < len(d.heap) && d.heap[i] == c {
 		d.removeAt(i)
 	}
-	if len(d.heap) == 0 && d.armed {
-		// Nothing to time out: no timer left running.
-		d.timer.Stop()
-		d.armed = false
-	}
+	// The timer stays set when the heap empties: stopping it, and setting
+	// it again for the next job, would cost two timer updates per job
+	// when jobs take microseconds. It fires once for nothing.
 	d.mu.Unlock()
 }
 
