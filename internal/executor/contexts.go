@@ -2,6 +2,7 @@ package executor
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"time"
 )
@@ -50,6 +51,27 @@ type afterFunc struct{ f func() }
 // nil when the context package does not work as causeKeySpy expects, and
 // the executor then falls back on context.WithTimeout.
 var cancelCtxKey = causeKeySpy()
+
+func init() {
+	if cancelCtxKey != nil && !jobContextWorks() {
+		cancelCtxKey = nil
+	}
+}
+
+// jobContextWorks checks, once, that context.Cause reports a jobContext's
+// cause, and a context derived from it ends with it.
+func jobContextWorks() bool {
+	cause := errors.New("probe")
+	c := &jobContext{parent: context.Background(), index: -1}
+	child, cancel := context.WithCancel(c)
+	defer cancel()
+	if context.Cause(c) != nil || child.Err() != nil {
+		return false
+	}
+	c.end(context.Canceled, cause, false)
+	return c.Err() == context.Canceled && context.Cause(c) == cause &&
+		child.Err() == context.Canceled && context.Cause(child) == cause
+}
 
 // causeKeySpy returns the key context.Cause asks a context's Value for,
 // checking that a context.WithCancelCause answers it with itself (so its
