@@ -124,6 +124,12 @@ func New(cfg Config) *Producer {
 // dispatch hands claimed jobs to the executors.
 func (p *Producer) dispatch(jobs []executor.ClaimedJob) {
 	p.qmu.Lock()
+	if p.next > 0 {
+		// Drop what was taken: a queue that never empties would grow.
+		n := copy(p.handed, p.handed[p.next:])
+		clear(p.handed[n:])
+		p.handed, p.next = p.handed[:n], 0
+	}
 	for i := range jobs {
 		p.handed = append(p.handed, &jobs[i])
 	}
