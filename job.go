@@ -1,8 +1,6 @@
 package pgqueue
 
 import (
-	"encoding/json"
-
 	"github.com/jackc/pgx/v5"
 
 	"github.com/pgqueue/pgqueue/pgqueuetype"
@@ -82,7 +80,7 @@ type Job[T JobArgs] struct {
 // decodeArgs decodes a row's args into a T.
 func decodeArgs[T JobArgs](row *JobRow) (*Job[T], error) {
 	job := &Job[T]{JobRow: row}
-	if err := json.Unmarshal(row.EncodedArgs, &job.Args); err != nil {
+	if err := unmarshalArgs(row.EncodedArgs, &job.Args); err != nil {
 		return nil, err
 	}
 	return job, nil

@@ -2,6 +2,7 @@ package pgqueue_test
 
 import (
 	"context"
+	"sync"
 	"testing"
 	"time"
 
@@ -50,5 +51,40 @@ func TestDispatchStartsAnExecutorPerJob(t *testing.T) {
 		case <-deadline:
 			t.Fatalf("%d of 3 jobs of one claim started with 7 free slots", got)
 		}
+	}
+}
+
+// Every job of a claim runs at once when there are workers for all: the
+// executors, woken a few at a time, wake one another until each job has
+// one. Each handler here waits for all the others to start, so a job left
+// waiting in the queue behind a running one would never let any finish.
+func TestDispatchRunsAClaimAtOnce(t *testing.T) {
+	t.Parallel()
+	skipInShortMode(t, "300 jobs of one claim started together")
+	const n = 300
+	pool := newPool(t)
+	var started sync.WaitGroup
+	started.Add(n)
+	allStarted := make(chan struct{})
+	go func() { started.Wait(); close(allStarted) }()
+	workers := pgqueue.NewWorkers()
+	must(t, pgqueue.AddWorkerFunc(workers, func(ctx context.Context, job *pgqueue.Job[noteArgs]) error {
+		started.Done()
+		select {
+		case <-allStarted:
+			return nil
+		case <-ctx.Done():
+			return context.Cause(ctx)
+		}
+	}, nil))
+	b := startClient(t, pool, workers, &pgqueue.Config{
+		Queues: map[string]pgqueue.QueueConfig{pgqueue.QueueDefault: {MaxWorkers: n}},
+	})
+	_, err := b.client.EnqueueMany(t.Context(), noteParams(n))
+	must(t, err)
+	select {
+	case <-allStarted:
+	case <-time.After(10 * time.Second): // below the 10 s hand-back
+		t.Fatalf("the %d jobs did not all start together with %d workers", n, n)
 	}
 }

@@ -1,9 +1,12 @@
 package pgqueue
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
 	"slices"
 	"sync"
 	"time"
@@ -116,6 +119,49 @@ func AddWorkerFunc[T JobArgs](ws *Workers, fn func(ctx context.Context, job *Job
 	}
 	return AddWorker[T](ws, WorkFunc[T](fn), opts)
 }
+
+// unmarshalArgs is json.Unmarshal(data, v) for a job's args (v points to
+// a zero value), with a
+// json.Decoder kept between calls: Unmarshal allocates its decoding state
+// (about 200 bytes, four allocations) for every job. Args are read from a
+// jsonb column, so one valid value: anything else, and args larger than a
+// kept decoder's buffer should hold, go to json.Unmarshal, which says
+// what is wrong as it always did.
+func unmarshalArgs(data []byte, v any) error {
+	if len(data) > argsDecoderMax {
+		return json.Unmarshal(data, v)
+	}
+	d := argsDecoders.Get().(*argsDecoder)
+	d.r.Reset(data)
+	start := d.dec.InputOffset()
+	err := d.dec.Decode(v)
+	ok := err == nil && d.dec.InputOffset()-start == int64(len(data))
+	d.r.Reset(nil)
+	if !ok {
+		// A decoder that failed, or stopped short of the end (trailing
+		// space or data), keeps its state: drop it. What it decoded goes
+		// too: Unmarshal decodes nothing from input that is not one value.
+		reflect.ValueOf(v).Elem().SetZero()
+		return json.Unmarshal(data, v)
+	}
+	argsDecoders.Put(d)
+	return nil
+}
+
+// argsDecoderMax bounds the args a kept decoder decodes: its buffer grows
+// to the largest.
+const argsDecoderMax = 64 << 10
+
+type argsDecoder struct {
+	r   bytes.Reader
+	dec *json.Decoder
+}
+
+var argsDecoders = sync.Pool{New: func() any {
+	d := &argsDecoder{}
+	d.dec = json.NewDecoder(&d.r)
+	return d
+}}
 
 // lookup returns the worker of kind, nil when none is registered.
 func (ws *Workers) lookup(kind string) *executor.Worker {

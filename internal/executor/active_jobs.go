@@ -12,7 +12,9 @@ import (
 // ActiveJob is a job this client is running, with what it needs to keep or
 // give up the claim.
 type ActiveJob struct {
-	row    *pgqueuetype.JobRow
+	row *pgqueuetype.JobRow
+	// cancel cancels the job's context when it is not jobCtx (Add, and
+	// the executor without jobContext); nil otherwise.
 	cancel context.CancelCauseFunc
 	// leaseEnd is when the claim's lease ends by this process's monotonic
 	// clock (see ActiveJobs.at); heartbeats move it. The expiry sweep
@@ -32,8 +34,10 @@ type ActiveJob struct {
 	// completedInTx is set by CompleteTx; the executor then checks whether
 	// that transaction committed instead of completing the job again.
 	completedInTx atomic.Bool
-	// ctx is the job's context carrying the job (see withJob).
-	ctx jobValueCtx
+	// ctx carries the job (see withJob); jobCtx is the job's context
+	// over it, handler the handler's, with its timeout (see jobContext).
+	ctx             jobValueCtx
+	jobCtx, handler jobContext
 	// cancelRequested is set when JobCancel's request reached this client
 	// (control notification or heartbeat): the handler's context is
 	// cancelled with ErrJobCancelled and an error it returns ends the job
@@ -44,8 +48,19 @@ type ActiveJob struct {
 // requestCancel cancels the handler's context with ErrJobCancelled, once.
 func (j *ActiveJob) requestCancel() {
 	if j.cancelRequested.CompareAndSwap(false, true) {
-		j.cancel(pgqueuetype.ErrJobCancelled)
+		j.cancelWith(pgqueuetype.ErrJobCancelled)
 	}
+}
+
+// cancelWith cancels the job's context with cause, and with it the
+// handler's. Every cancellation of a job goes through it.
+func (j *ActiveJob) cancelWith(cause error) {
+	if j.cancel != nil {
+		j.cancel(cause)
+	} else {
+		j.jobCtx.end(context.Canceled, cause, false) // a nil cause is Err
+	}
+	j.handler.end(context.Canceled, nil, true)
 }
 
 // Row is the job as claimed.
@@ -115,7 +130,7 @@ func (a *ActiveJobs) addIn(j *ActiveJob, row *pgqueuetype.JobRow, cancel context
 	stopped := a.stopped
 	a.mu.Unlock()
 	if stopped != nil {
-		cancel(stopped)
+		j.cancelWith(stopped)
 	}
 	return j
 }
@@ -128,7 +143,7 @@ func (a *ActiveJobs) CancelAll(cause error) {
 	defer a.mu.Unlock()
 	a.stopped = cause
 	for _, j := range a.byID {
-		j.cancel(cause)
+		j.cancelWith(cause)
 	}
 }
 
@@ -146,7 +161,7 @@ func (a *ActiveJobs) expire(now time.Time, margin time.Duration, buf []*ActiveJo
 	a.mu.Unlock()
 	for _, j := range buf {
 		if j.expired.CompareAndSwap(false, true) {
-			j.cancel(pgqueuetype.ErrJobLeaseLost)
+			j.cancelWith(pgqueuetype.ErrJobLeaseLost)
 		}
 	}
 	return buf

@@ -92,6 +92,8 @@ type Executor struct {
 	results   *completer.Completer
 	outcomes  *jobsql.OutcomeReader
 	singleton *singletonRunner
+	// deadlines times out the handlers with one timer.
+	deadlines *deadlines
 	// stopping ends, with cause ErrStopping, when the client cancels its
 	// jobs: a job cancelled then is handed back, not failed.
 	stopping context.Context
@@ -117,6 +119,7 @@ func New(cfg Config) *Executor {
 		active:    cfg.Active,
 		results:   cfg.Results,
 		outcomes:  cfg.Outcomes,
+		deadlines: newDeadlines(),
 		singleton: &singletonRunner{pool: cfg.Pool, q: cfg.Queries, locks: cfg.Locks, log: cfg.Log, jobLease: cfg.JobLease},
 		stopping:  cfg.Jobs,
 		jobParent: context.WithoutCancel(cfg.Jobs),
@@ -134,7 +137,8 @@ func New(cfg Config) *Executor {
 // Execute runs one claimed job and hands its result to the completer.
 func (e *Executor) Execute(cj *ClaimedJob) {
 	row, w := cj.row, cj.w
-	if waited := time.Since(cj.received); waited > e.jobLease/3 {
+	now := time.Now()
+	if waited := now.Sub(cj.received); waited > e.jobLease/3 {
 		// Claimed ahead and kept waiting by slow jobs, its lease unrenewed
 		// for longer than a heartbeat interval: hand it back at once,
 		// attempt unspent, for a free worker anywhere to take.
@@ -142,20 +146,25 @@ func (e *Executor) Execute(cj *ClaimedJob) {
 		e.results.Send(completer.Result{Row: row, Op: completer.OpRelease})
 		return
 	}
-	ctx, cancel := context.WithCancelCause(e.jobParent)
-	defer cancel(nil)
-	job := e.active.addIn(&cj.active, row, cancel, cj.sent, e.jobLease)
-	ctx = withJob(ctx, job, e)
+	job := &cj.active
+	ctx, cancel := e.jobContext(job)
+	defer job.endJob(cancel)
+	var timeout time.Duration
+	if w != nil {
+		timeout = cmp.Or(w.Timeout, e.jobTimeout) // a worker's own, negative for none, wins
+	}
+	// The handler's context is set up before the job is registered, where
+	// a cancellation can reach it.
+	handlerCtx, cancelTimeout := e.handlerContext(job, ctx, timeout, now)
+	e.active.addIn(job, row, cancel, cj.sent, e.jobLease)
 	if w == nil {
 		e.active.remove(job)
 		e.results.Send(e.unknownKind(row))
 		return
 	}
 	cj.middleware = e.middleware
-	timeout := cmp.Or(w.Timeout, e.jobTimeout) // a worker's own, negative for none, wins
-	handlerCtx, cancelTimeout := ctx, context.CancelFunc(func() {})
-	if timeout > 0 {
-		handlerCtx, cancelTimeout = context.WithTimeout(ctx, timeout)
+	if cancelTimeout == nil && timeout > 0 {
+		e.deadlines.add(&job.handler)
 	}
 	var err error
 	var trace string
@@ -174,17 +183,17 @@ func (e *Executor) Execute(cj *ClaimedJob) {
 	if row.SingletonKey == "" {
 		trace, err = runHandler(handlerCtx, cj, LockGrant{})
 	} else {
-		run := e.singleton.run(ctx, handlerCtx, cancel, job, cj)
+		run := e.singleton.run(ctx, handlerCtx, job.cancelWith, job, cj)
 		release = run.release
 		if run.busy {
-			cancelTimeout()
+			e.endHandler(job, cancelTimeout)
 			e.active.remove(job)
 			e.results.Send(completer.Result{Row: row, Op: completer.OpSnooze, Delay: e.singletonRetryDelay})
 			return
 		}
 		err, trace = run.err, run.trace
 	}
-	cancelTimeout()
+	e.endHandler(job, cancelTimeout)
 	e.active.remove(job)
 	lost := job.Finish()
 
@@ -228,6 +237,62 @@ func (e *Executor) Execute(cj *ClaimedJob) {
 		e.logFailure(cj.logContext(ctx), row, err, &r)
 		record(r)
 	}
+}
+
+// jobContext returns job's context: its jobCtx, or, should the context
+// package not work as jobContext needs, a context.WithCancelCause and its
+// cancel. Both carry the job (withJob).
+func (e *Executor) jobContext(job *ActiveJob) (context.Context, context.CancelCauseFunc) {
+	values := withJob(e.jobParent, job, e)
+	if cancelCtxKey == nil {
+		return context.WithCancelCause(values)
+	}
+	job.jobCtx.parent, job.jobCtx.index = values, -1
+	return &job.jobCtx, nil
+}
+
+// endJob ends the job's context once its result is handed over: cancel is
+// jobContext's.
+func (j *ActiveJob) endJob(cancel context.CancelCauseFunc) {
+	if cancel != nil {
+		cancel(nil)
+		return
+	}
+	j.jobCtx.end(context.Canceled, nil, false)
+}
+
+// handlerContext returns the context job's handler runs with: ctx, the
+// job's, with timeout (none when not positive). It is the job's handler,
+// whose deadline Execute puts on the executor's heap; cancel is nil then.
+// ctx must be job's jobCtx then.
+// Should the context package not work as jobContext needs, it is a
+// context.WithTimeout, and cancel ends it.
+func (e *Executor) handlerContext(job *ActiveJob, ctx context.Context, timeout time.Duration, now time.Time) (_ context.Context, cancel context.CancelFunc) {
+	if cancelCtxKey != nil {
+		h := &job.handler
+		h.parent, h.index = ctx, -1
+		if timeout > 0 {
+			h.deadline = now.Add(timeout)
+		}
+		return h, nil
+	}
+	if timeout > 0 {
+		return context.WithTimeout(ctx, timeout)
+	}
+	return ctx, func() {}
+}
+
+// endHandler ends the context of job's handler once it returned:
+// cancelTimeout is handlerContext's.
+func (e *Executor) endHandler(job *ActiveJob, cancelTimeout context.CancelFunc) {
+	if cancelTimeout != nil {
+		cancelTimeout()
+		return
+	}
+	if !job.handler.deadline.IsZero() {
+		e.deadlines.remove(&job.handler)
+	}
+	job.handler.end(context.Canceled, nil, false)
 }
 
 // isType reports whether err's chain holds an E (errors.AsType, as a

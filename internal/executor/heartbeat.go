@@ -165,7 +165,7 @@ func (h *Heartbeater) Heartbeat(jobs []*ActiveJob) error {
 			// the row: the result's fenced write decides.
 			continue
 		}
-		j.cancel(pgqueuetype.ErrJobLeaseLost)
+		j.cancelWith(pgqueuetype.ErrJobLeaseLost)
 		h.log.Warn("pgqueue: lease lost", "job", j.row.ID, "kind", j.row.Kind, "fence", j.row.Fence,
 			"queue", j.row.Queue, "attempt", j.row.Attempt)
 		if f := h.writeRefused; f != nil {

@@ -41,7 +41,7 @@ type singletonRunner struct {
 
 // run takes the job's key lock in its worker's mode and runs the handler
 // under it. ctx is the job's context (ended by lease loss or Stop);
-// handlerCtx adds the handler's timeout; cancel cancels ctx.
+// handlerCtx adds the handler's timeout; cancel cancels ctx (and handlerCtx).
 func (r *singletonRunner) run(ctx, handlerCtx context.Context, cancel context.CancelCauseFunc, job *ActiveJob, cj *ClaimedJob) singletonRun {
 	row, w := job.row, cj.w
 	name := SingletonResource(row.SingletonKey)

@@ -52,12 +52,22 @@ type Producer struct {
 	// claimAged, a test hook, makes claims look this much older.
 	claimAged time.Duration
 
-	// claimed feeds the executors, started as needed up to max and kept:
-	// a goroutine per job would grow a fresh stack for every job.
-	claimed        chan *executor.ClaimedJob
+	// handed holds the jobs handed over and not yet taken by an executor.
+	// Executors, started as needed up to max and kept (a goroutine per
+	// job would grow a fresh stack for every job), take them in turn, one
+	// at a time, and wait on ready when it is empty. An executor done with
+	// a job takes the next itself: a job that takes microseconds costs no
+	// goroutine switch, where a channel woke one executor per job.
+	qmu    sync.Mutex
+	ready  *sync.Cond // on qmu
+	handed []*executor.ClaimedJob
+	next   int  // handed[next:] wait
+	closed bool // Run ended: executors end once handed is empty
+	// parked executors wait on ready; waking ones were signalled or
+	// started and have not yet looked at the queue. All under qmu.
+	parked, waking int
 	executors      int
 	executorsEnded sync.WaitGroup
-	idle           atomic.Int32  // executors done with a job and not yet reserved by dispatch
 	wakeCh         chan struct{} // capacity 1: a pending wake-up
 	// finished counts the jobs finished since the producer last looked;
 	// doneCh (capacity 1) tells it to look. One wake-up per batch of
@@ -101,56 +111,100 @@ const flowRetry = 100 * time.Millisecond
 func New(cfg Config) *Producer {
 	maxWorkers := cfg.MaxWorkers
 	aheadMost := max(maxWorkers, claimAheadMost(maxWorkers))
-	return &Producer{
+	p := &Producer{
 		queue: cfg.Queue, max: maxWorkers, claims: cfg.Claims, exec: cfg.Exec, lookup: cfg.Lookup, log: cfg.Log,
 		batchDelay: cfg.BatchDelay, horizon: claimHorizon(cfg.ClaimAheadWindow, cfg.JobLease), aheadMost: aheadMost, claimAged: cfg.ClaimAged,
 		wakeCh: make(chan struct{}, 1),
 		doneCh: make(chan struct{}, 1),
-		// Jobs handed over and not finished never pass MaxWorkers plus
-		// those claimed ahead (see claimAhead), so sends never block.
-		claimed: make(chan *executor.ClaimedJob, maxWorkers+aheadMost),
+	}
+	p.ready = sync.NewCond(&p.qmu)
+	return p
+}
+
+// dispatch hands claimed jobs to the executors.
+func (p *Producer) dispatch(jobs []executor.ClaimedJob) {
+	p.qmu.Lock()
+	if p.next > 0 {
+		// Drop what was taken: a queue that never empties would grow.
+		n := copy(p.handed, p.handed[p.next:])
+		clear(p.handed[n:])
+		p.handed, p.next = p.handed[:n], 0
+	}
+	for i := range jobs {
+		p.handed = append(p.handed, &jobs[i])
+	}
+	p.wakeExecutors()
+	p.qmu.Unlock()
+}
+
+// wakeExecutors wakes (or starts, up to max) executors for the jobs in the
+// queue; under qmu. Not one per job: a few at a time, each of which wakes
+// another as it takes a job while jobs are left. Jobs that take
+// microseconds are run by the few executors awake, each taking the next as
+// it finishes one; jobs that take longer wake an executor each, one after
+// another, a few in parallel.
+func (p *Producer) wakeExecutors() {
+	waiting := len(p.handed) - p.next
+	for p.waking < min(waiting, 1+waiting/wakeSpread) {
+		switch {
+		case p.parked > 0:
+			p.parked--
+			p.ready.Signal()
+		case p.executors < p.max:
+			p.executors++
+			p.executorsEnded.Add(1)
+			go p.runExecutor()
+		default:
+			return // every executor runs a job; each takes the next when done
+		}
+		p.waking++
 	}
 }
 
-// dispatch hands a claimed job to an idle executor, starting one if none
-// is idle.
-func (p *Producer) dispatch(j *executor.ClaimedJob) {
-	// Each job handed over reserves an idle executor, or starts one. A
-	// count of idle executors alone would let two jobs handed over in a
-	// row count on the same one, and the second would wait, with free
-	// slots, until it was handed back.
-	for {
-		n := p.idle.Load()
-		if n == 0 {
-			if p.executors < p.max {
-				p.executors++
-				p.executorsEnded.Add(1)
-				go p.runExecutor()
-			}
-			break
-		}
-		if p.idle.CompareAndSwap(n, n-1) {
-			break
-		}
-	}
-	p.claimed <- j // buffered to max+aheadMost: never blocks
-}
+// wakeSpread: with n jobs waiting, up to 1+n/wakeSpread executors are
+// being woken at once.
+const wakeSpread = 64
 
-// runExecutor runs jobs handed over until the queue is closed. It starts
-// for the job that started it; after each job it is idle again, and the
-// next dispatch reserves it. (Once every executor runs, dispatch starts
-// none and the counts no longer matter.)
+// runExecutor runs jobs from the queue until it is closed and empty. It
+// starts, or wakes, counted in waking, and takes a job at once.
 func (p *Producer) runExecutor() {
 	defer p.executorsEnded.Done()
+	p.qmu.Lock()
+	p.waking--
 	for {
-		j, ok := <-p.claimed
-		if !ok {
-			return
+		if p.next == len(p.handed) {
+			if p.closed {
+				p.qmu.Unlock()
+				return
+			}
+			// Empty: drop what was taken, keeping the array.
+			clear(p.handed)
+			p.handed, p.next = p.handed[:0], 0
+			p.parked++
+			p.ready.Wait() // Signal and Broadcast count this one in waking
+			p.waking--
+			continue
 		}
+		j := p.handed[p.next]
+		p.handed[p.next] = nil
+		p.next++
+		p.wakeExecutors()
+		p.qmu.Unlock()
 		p.exec.Execute(j)
 		p.jobDone()
-		p.idle.Add(1)
+		p.qmu.Lock()
 	}
+}
+
+// closeQueue tells the executors that no job will be handed over any
+// more: they end once the queue is empty.
+func (p *Producer) closeQueue() {
+	p.qmu.Lock()
+	p.closed = true
+	p.waking += p.parked
+	p.parked = 0
+	p.ready.Broadcast()
+	p.qmu.Unlock()
 }
 
 // WaitExecutors waits until the executors have run every job handed over
@@ -227,10 +281,9 @@ func (p *Producer) Run(ctx context.Context) {
 			if i == 0 || row.Kind != kind { // a claim's rows mostly share a kind
 				w, kind = p.lookup(row.Kind), row.Kind
 			}
-			j := &cjs[i]
-			j.Set(row, w, r.sent, received)
-			p.dispatch(j)
+			cjs[i].Set(row, w, r.sent, received)
 		}
+		p.dispatch(cjs)
 	}
 	defer func() {
 		// Claims in flight may commit: their jobs are run like the others.
@@ -238,7 +291,7 @@ func (p *Producer) Run(ctx context.Context) {
 		for ; inflight > 0; inflight-- {
 			dispatch(<-results)
 		}
-		close(p.claimed)
+		p.closeQueue()
 	}()
 	fetchNow := true
 	// refill fires a claim for the room made so far, ClaimBatchDelay after
