@@ -504,7 +504,13 @@ func (f *wfFeeder) addJoiners(ctx context.Context) (int64, error) {
 		params[i] = pgqueue.EnqueueManyParams{Args: faultWorkflowArgs{Layer: -1},
 			Opts: &pgqueue.EnqueueOpts{Queue: wfQueue, MaxAttempts: 1000, DependsOn: deps}}
 	}
-	res, err := f.client.EnqueueMany(ctx, params)
+	// Not cancelled with the loop: a cancellation that reached the client
+	// after the server committed made the insert look failed, and its
+	// jobs went uncounted (the check then found 4 jobs more than
+	// enqueued). The loop waits for it instead.
+	insertCtx, cancelInsert := context.WithTimeout(context.WithoutCancel(ctx), 20*time.Second)
+	defer cancelInsert()
+	res, err := f.client.EnqueueMany(insertCtx, params)
 	if err != nil {
 		return 0, fmt.Errorf("enqueue %d jobs after %v: %w", len(params), parents, err)
 	}
