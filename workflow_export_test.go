@@ -31,3 +31,6 @@ func CompleteManySQL(c *Client) string { return c.q.CompleteMany }
 
 // ClaimSQL is sql/claim.sql of the client's schema.
 func ClaimSQL(c *Client) string { return c.q.Claim }
+
+// FinishSQL is sql/finish.sql of the client's schema, for EXPLAIN.
+func FinishSQL(c *Client) string { return c.q.Finish }

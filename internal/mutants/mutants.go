@@ -13,10 +13,10 @@ var (
 var mutants = []mutant{
 	// Fences of the writes about a claimed job.
 	{name: "complete_many-no-fence", file: "internal/jobsql/sql/complete_many.sql",
-		old: "AND j.fence = r.fence AND j.state = 'running'", new: "AND j.state = 'running'",
+		old: "AND j.fence = r.fence AND CASE WHEN j.state = 'running'", new: "AND CASE WHEN j.state = 'running'",
 		tests: []testRun{{pkg: "./", run: "TestStaleWriteRefusedByFence/CompleteMany|TestBatchedResults|TestRescuer"}, faultFence}},
 	{name: "finish-no-fence", file: "internal/jobsql/sql/finish.sql",
-		old: "AND j.fence = r.fence AND j.state = 'running'", new: "AND j.state = 'running'",
+		old: "AND j.fence = r.fence AND CASE WHEN j.state = 'running'", new: "AND CASE WHEN j.state = 'running'",
 		tests: []testRun{{pkg: "./", run: "TestStaleWriteRefusedByFence/Finish"}, faultFence}},
 	{name: "complete_tx-fence-always-true", file: "internal/jobsql/sql/complete.sql",
 		old: "AND fence = $2 AND", new: "AND (fence = $2 OR true) AND",
