@@ -180,21 +180,7 @@ func TestWorkflowPlans(t *testing.T) {
 			}
 			return params
 		}, func(int) int { return 0 }},
-		{"Layered", func(n int) []pgqueue.EnqueueManyParams {
-			// Layers of n/10 jobs, each depending on 3 of the layer above.
-			width := n / 10
-			params := make([]pgqueue.EnqueueManyParams, n)
-			for i := range n {
-				if i < width {
-					params[i] = dependent(i)
-					continue
-				}
-				above := (i/width - 1) * width
-				params[i] = dependent(i, pgqueue.DependsOnIndex(above+i%width), pgqueue.DependsOnIndex(above+(i+1)%width),
-					pgqueue.DependsOnIndex(above+(i+2)%width))
-			}
-			return params
-		}, func(n int) int { return n / 20 }}, // mid-layer: children k-2, k-1, k below it
+		{"Layered", layeredParams, func(n int) int { return n / 20 }}, // mid-layer: children k-2, k-1, k below it
 	}
 	for _, shape := range shapes {
 		t.Run("CompletionWorkFlat"+shape.name, func(t *testing.T) {
@@ -262,17 +248,7 @@ func TestWorkflowPlans(t *testing.T) {
 		t.Parallel()
 		b := setupWorkflow(t)
 		const width = large / 10
-		params := make([]pgqueue.EnqueueManyParams, large)
-		for i := range large {
-			if i < width {
-				params[i] = dependent(i)
-				continue
-			}
-			above := (i/width - 1) * width
-			params[i] = dependent(i, pgqueue.DependsOnIndex(above+i%width), pgqueue.DependsOnIndex(above+(i+1)%width),
-				pgqueue.DependsOnIndex(above+(i+2)%width))
-		}
-		_, err := b.client.EnqueueMany(ctx, params)
+		_, err := b.client.EnqueueMany(ctx, layeredParams(large))
 		must(t, err)
 		_, err = b.pool.Exec(ctx, "VACUUM ANALYZE pgqueue.jobs, pgqueue.job_deps")
 		must(t, err)
@@ -316,4 +292,21 @@ func TestWorkflowPlans(t *testing.T) {
 			t.Fatalf("a completion outside workflows ran more than its statement:\n%s", plans)
 		}
 	})
+}
+
+// layeredParams is a workflow of n jobs in 10 layers of n/10, each job
+// after the first layer depending on 3 of the layer above.
+func layeredParams(n int) []pgqueue.EnqueueManyParams {
+	width := n / 10
+	params := make([]pgqueue.EnqueueManyParams, n)
+	for i := range n {
+		if i < width {
+			params[i] = dependent(i)
+			continue
+		}
+		above := (i/width - 1) * width
+		params[i] = dependent(i, pgqueue.DependsOnIndex(above+i%width), pgqueue.DependsOnIndex(above+(i+1)%width),
+			pgqueue.DependsOnIndex(above+(i+2)%width))
+	}
+	return params
 }
