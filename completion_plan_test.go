@@ -16,7 +16,8 @@ import (
 var planRows = regexp.MustCompile(`rows=(\d+) loops=(\d+)\)|Rows Removed by (?:Filter|Index Recheck): (\d+)`)
 
 // TestCompletionPlanAfterQuietAnalyze plans the batched completions
-// (sql/complete_many.sql, sql/finish.sql) on a table analysed while no
+// (sql/complete_many.sql, sql/finish.sql) and the heartbeat
+// (sql/heartbeat.sql, which finds its jobs the same way) on a table analysed while no
 // job ran, then holding 100,000 running jobs: a queue analysed while
 // quiet, then taking a burst. The statistics then say no row is running,
 // and the planner read jobs_running_idx, every running row, for each
@@ -55,6 +56,7 @@ func TestCompletionPlanAfterQuietAnalyze(t *testing.T) {
 	for _, st := range []struct{ name, sql, args string }{
 		{"complete_many", pgqueue.CompleteManySQL(c), arr(ids) + ", " + arr(fences)},
 		{"finish", pgqueue.FinishSQL(c), strings.Join([]string{arr(ids), arr(fences), arr(ops), arr(nulls), arr(nulls), arr(zeros)}, ", ")},
+		{"heartbeat", pgqueue.HeartbeatSQL(c), arr(ids) + ", " + arr(fences) + ", 60000000"},
 	} {
 		for _, mode := range []string{"force_custom_plan", "force_generic_plan"} {
 			t.Run(st.name+"/"+mode, func(t *testing.T) {

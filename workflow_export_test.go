@@ -29,6 +29,9 @@ func FinishBatch(ctx context.Context, c *Client, jobs []*JobRow, ops []string) (
 // of the client's schema, for EXPLAIN.
 func CompleteManySQL(c *Client) string { return c.q.CompleteMany }
 
+// HeartbeatSQL is sql/heartbeat.sql of the client's schema.
+func HeartbeatSQL(c *Client) string { return c.q.Heartbeat }
+
 // ClaimSQL is sql/claim.sql of the client's schema.
 func ClaimSQL(c *Client) string { return c.q.Claim }
 

@@ -46,9 +46,9 @@ type Queries struct {
 	InsertUniqueUpsert                              string
 	Notify, NotifyQueues, NotifyDue                 string
 	// work
-	Claim, ClaimFlow, FlowBacklog, ClaimLock, Poll, Heartbeat, Complete, CompleteMany, Finish, JobOutcomes string
-	SetIdleTimeout, CheckFence                                                                             string
-	ClaimID                                                                                                string // pgqueuetest.WorkJob
+	Claim, ClaimSettings, ClaimFlow, FlowBacklog, ClaimLock, Poll, Heartbeat, Complete, CompleteMany, Finish, JobOutcomes string
+	SetIdleTimeout, CheckFence                                                                                            string
+	ClaimID                                                                                                               string // pgqueuetest.WorkJob
 	// reading jobs; JobListBy holds job_list.sql expanded per ordering
 	JobGet, JobList string
 	JobListBy       map[JobListKey]string
@@ -80,7 +80,7 @@ func Load(schema string) (*Queries, error) {
 		"insert_unique": &q.InsertUnique, "insert_many_unique": &q.InsertManyUnique,
 		"insert_unique_upsert": &q.InsertUniqueUpsert,
 		"notify":               &q.Notify, "notify_queues": &q.NotifyQueues, "notify_due": &q.NotifyDue,
-		"claim": &q.Claim, "claim_flow": &q.ClaimFlow, "flow_backlog": &q.FlowBacklog, "claim_lock": &q.ClaimLock, "poll": &q.Poll, "heartbeat": &q.Heartbeat, "complete": &q.Complete,
+		"claim": &q.Claim, "claim_settings": &q.ClaimSettings, "claim_flow": &q.ClaimFlow, "flow_backlog": &q.FlowBacklog, "claim_lock": &q.ClaimLock, "poll": &q.Poll, "heartbeat": &q.Heartbeat, "complete": &q.Complete,
 		"complete_many": &q.CompleteMany, "finish": &q.Finish, "job_outcomes": &q.JobOutcomes,
 		"set_idle_timeout": &q.SetIdleTimeout, "check_fence": &q.CheckFence, "claim_id": &q.ClaimID,
 		"job_cancel": &q.JobCancel,

@@ -118,6 +118,14 @@ var mutants = []mutant{
 	{name: "poll-ignores-pause", file: "internal/jobsql/sql/poll.sql",
 		old: "WHERE NOT EXISTS (SELECT 1 FROM {{schema}}.queues p WHERE p.name = a.q AND p.paused_at IS NOT NULL)\n", new: "",
 		tests: []testRun{{pkg: "./", run: "TestQueuePause"}}},
+	// Claims keep a plan through the primary key, whatever the table's
+	// size when the plan was made.
+	{name: "claim_settings-seqscan-on", file: "internal/jobsql/sql/claim_settings.sql",
+		old: "SELECT set_config('enable_seqscan', 'off', true)", new: "SELECT set_config('enable_seqscan', 'on', true)",
+		tests: []testRun{{pkg: "./", run: "TestClaimPlanCachedOnSmallTable/locked=false"}}},
+	{name: "claim_lock-seqscan-on", file: "internal/jobsql/sql/claim_lock.sql",
+		old: "set_config('enable_seqscan', 'off', true)", new: "set_config('enable_seqscan', 'on', true)",
+		tests: []testRun{{pkg: "./", run: "TestClaimPlanCachedOnSmallTable/locked=true"}}},
 	// Lock order: jobs before queues, as migrations take them.
 	{name: "claim_flow-locks-queues-first", file: "internal/jobsql/sql/claim_flow.sql",
 		old: "    SELECT FROM {{schema}}.jobs WHERE false\n", new: "    SELECT WHERE false\n",

@@ -17,10 +17,13 @@
 -- transaction: claims that must be exact (a limited queue's, a sequence's
 -- jobs) read it and claim nothing without the lock, since only a snapshot
 -- taken after it sees every earlier claim of the queue.
+-- Sequential scans are off for the transaction, as for the claims without
+-- the lock (claim_settings.sql says why).
 -- JIT is off for the transaction: a limited queue's claim over a large
 -- backlog is costed high enough to be compiled, and compiling took longer
 -- (tens of milliseconds) than running it, every claim, under the lock.
 SELECT set_config('lock_timeout', $3::bigint::text || 'ms', true),
        set_config('jit', 'off', true),
+       set_config('enable_seqscan', 'off', true),
        pg_advisory_xact_lock(hashtextextended('pgqueue:claim:' || $1 || ':' || $2, 0)),
        set_config('pgqueue.claim_locked', $2, true)

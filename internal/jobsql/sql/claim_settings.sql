@@ -1,0 +1,14 @@
+-- claim_settings: sent before claim.sql, in one implicit transaction with
+-- it (a pipeline with one Sync), when the claim does not take the claim
+-- lock (claim_lock.sql sets the same for the claims that do). No
+-- sequential scan for the claim's transaction: pgx prepares the claim
+-- once per connection and PostgreSQL then keeps a generic plan, planned
+-- with the table's size at that moment and kept until an ANALYZE
+-- replaces it. A client started on an empty or small table cached a plan
+-- that found the claimed rows by reading the whole table (cheapest for a
+-- few pages), and every claim read all of it while the table grew: claims
+-- took 35 ms and then 220 ms within a minute of traffic at 2,000 jobs/s,
+-- until the first autoanalyze (docs/performance.md, "Plans cached on a
+-- small table"). With sequential scans off, the plan kept goes through
+-- the primary key whatever the size was when it was made.
+SELECT set_config('enable_seqscan', 'off', true)
