@@ -12,7 +12,7 @@
 -- completion of that running job waits for it. The wait is bounded because
 -- a claim's holder can stall (a client stopped while the server sends it
 -- the claimed rows): the claim then goes ahead without the lock, as claims
--- did before it. See docs/performance.md, "Claims one at a time".
+-- did before it. See docs/dev/design.md, "Claims one at a time".
 -- Once granted, the lock is also noted in pgqueue.claim_locked for this
 -- transaction: claims that must be exact (a limited queue's, a sequence's
 -- jobs) read it and claim nothing without the lock, since only a snapshot

@@ -8,7 +8,7 @@
 -- that found the claimed rows by reading the whole table (cheapest for a
 -- few pages), and every claim read all of it while the table grew: claims
 -- took 35 ms and then 220 ms within a minute of traffic at 2,000 jobs/s,
--- until the first autoanalyze (docs/performance.md, "Plans cached on a
--- small table"). With sequential scans off, the plan kept goes through
--- the primary key whatever the size was when it was made.
+-- until the first autoanalyze (docs/dev/design.md, "Claim"). With
+-- sequential scans off, the plan kept goes through the primary key
+-- whatever the size was when it was made.
 SELECT set_config('enable_seqscan', 'off', true)
