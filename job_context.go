@@ -37,7 +37,8 @@ func runningJob(ctx context.Context) (*executor.ActiveJob, *Client) {
 // output stays after the job finishes.
 //
 // The write is fenced: it returns ErrJobLeaseLost once the handler's claim
-// on the job is lost, so a worker that paused past its lease cannot
+// on the job is lost (also when the handler's context was cancelled for
+// that reason, with context.Canceled), so a worker that paused past its lease cannot
 // overwrite what the job's next holder records. It returns ErrNoJobContext
 // when ctx is not a job's context, ErrInvalid when v does not encode,
 // and ErrTooLarge when the JSON exceeds Config.MaxOutputSize.
@@ -79,6 +80,11 @@ func recordJobJSON(ctx context.Context, op string, v any, query func(*jobsql.Que
 		return fmt.Errorf("pgqueue: %s with fence %d: %w", op, row.Fence, ErrJobLeaseLost)
 	}
 	if err != nil {
+		// Cancelled while the statement ran: say why the handler's
+		// context ended (ErrJobLeaseLost when its claim was lost).
+		if cerr := ctxError(ctx, op); cerr != nil {
+			return cerr
+		}
 		return dbError(op, err)
 	}
 	return nil

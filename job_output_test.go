@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/pgqueue/pgqueue"
 )
@@ -54,15 +55,10 @@ func TestRecordOutput(t *testing.T) {
 			}
 			// A heartbeat between the takeover and a write finds the fence
 			// moved first, and cancels the handler with ErrJobLeaseLost:
-			// the write then fails with the cancelled context.
-			refused := func(err error) error {
-				if errors.Is(err, context.Canceled) {
-					return context.Cause(ctx)
-				}
-				return err
-			}
-			errs <- refused(pgqueue.RecordOutput(ctx, "late"))
-			errs <- refused(pgqueue.RecordProgress(ctx, 50))
+			// the write then fails with the cancelled context, and says
+			// why. Either way the error is ErrJobLeaseLost.
+			errs <- pgqueue.RecordOutput(ctx, "late")
+			errs <- pgqueue.RecordProgress(ctx, 50)
 			return nil
 		}, nil))
 		b := startClient(t, pool, ws, nil)
@@ -75,6 +71,37 @@ func TestRecordOutput(t *testing.T) {
 		}
 		if n := countJobs(t, pool, "id = $1 AND output IS NULL AND progress IS NULL", row.ID); n != 1 {
 			t.Fatal("stale holder's output stored")
+		}
+	})
+
+	// A handler cancelled because its claim was lost, writing anyway: the
+	// error says why its context ended.
+	t.Run("AfterCancelledForLostLease", func(t *testing.T) {
+		t.Parallel()
+		pool := newPool(t)
+		ws := pgqueue.NewWorkers()
+		errs := make(chan error, 2)
+		must(t, pgqueue.AddWorkerFunc(ws, func(ctx context.Context, job *pgqueue.Job[noteArgs]) error {
+			if _, err := pool.Exec(context.Background(), "UPDATE pgqueue.jobs SET fence = nextval('pgqueue.fence_seq') WHERE id = $1", job.ID); err != nil {
+				return err
+			}
+			<-ctx.Done() // the next heartbeat finds the fence moved
+			errs <- pgqueue.RecordOutput(ctx, "late")
+			errs <- pgqueue.RecordProgress(ctx, 50)
+			return nil
+		}, nil))
+		b := startClient(t, pool, ws, &pgqueue.Config{JobLease: time.Second})
+		_, err := b.client.Enqueue(ctx, noteArgs{}, nil)
+		must(t, err)
+		for range 2 {
+			select {
+			case err := <-errs:
+				if !errors.Is(err, pgqueue.ErrJobLeaseLost) || !errors.Is(err, context.Canceled) {
+					t.Fatalf("err = %v, want ErrJobLeaseLost and context.Canceled", err)
+				}
+			case <-time.After(30 * time.Second):
+				t.Fatal("handler not cancelled after its claim was taken")
+			}
 		}
 	})
 

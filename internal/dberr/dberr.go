@@ -26,10 +26,17 @@ func Wrap(pkg, op string, err error) error {
 	return fmt.Errorf("%s: %s: %w", pkg, op, err)
 }
 
-// Ctx returns ctx's error, prefixed like Wrap, when ctx is done.
+// Ctx returns ctx's error, prefixed like Wrap, when ctx is done, and with
+// it the cause ctx was cancelled with when that says more: a handler
+// whose claim was lost gets context.Canceled and ErrJobLeaseLost, both
+// matched by errors.Is.
 func Ctx(ctx context.Context, pkg, op string) error {
-	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("%s: %s: %w", pkg, op, err)
+	err := ctx.Err()
+	if err == nil {
+		return nil
 	}
-	return nil
+	if cause := context.Cause(ctx); cause != nil && cause != err {
+		return fmt.Errorf("%s: %s: %w: %w", pkg, op, err, cause)
+	}
+	return fmt.Errorf("%s: %s: %w", pkg, op, err)
 }

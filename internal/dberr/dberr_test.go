@@ -29,7 +29,15 @@ func TestCtx(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	if err := Ctx(ctx, "pkg", "op"); !errors.Is(err, context.Canceled) {
+	if err := Ctx(ctx, "pkg", "op"); !errors.Is(err, context.Canceled) || err.Error() != "pkg: op: context canceled" {
 		t.Errorf("cancelled context: %v", err)
+	}
+	// Cancelled with a cause: both, so that a handler's write after its
+	// claim was lost matches ErrJobLeaseLost.
+	lost := errors.New("lease lost")
+	ctx, cancelCause := context.WithCancelCause(context.Background())
+	cancelCause(lost)
+	if err := Ctx(ctx, "pkg", "op"); !errors.Is(err, context.Canceled) || !errors.Is(err, lost) {
+		t.Errorf("cancelled with a cause: %v", err)
 	}
 }
