@@ -104,11 +104,31 @@ type ActiveJobs struct {
 	// stopped, once set, is the cause every job added later is cancelled
 	// with at once (see CancelAll).
 	stopped error
+	// early holds cancel requests for claims not registered when the
+	// request came, with when it came: a job claimed ahead waits for an
+	// executor before Add, and is cancelled as it is added. Most are for
+	// other clients' jobs; they are dropped after earlyCancelTTL.
+	early map[claimKey]time.Time
+	// now is time.Now but in tests.
+	now func() time.Time
 }
+
+// claimKey names one claim of a job.
+type claimKey struct{ id, fence int64 }
+
+const (
+	// earlyCancelTTL is how long a cancel request for a claim this client
+	// has not registered is kept: longer than a claimed job waits for an
+	// executor before it is handed back (a third of the lease).
+	earlyCancelTTL = 10 * time.Minute
+	// earlyCancelMax bounds the requests kept; past it, new ones are not
+	// kept (the heartbeat still brings them).
+	earlyCancelMax = 4096
+)
 
 // NewActiveJobs returns an empty registry.
 func NewActiveJobs() *ActiveJobs {
-	return &ActiveJobs{epoch: time.Now(), byID: map[int64]*ActiveJob{}}
+	return &ActiveJobs{epoch: time.Now(), byID: map[int64]*ActiveJob{}, now: time.Now}
 }
 
 // at converts t to the registry's clock.
@@ -128,11 +148,53 @@ func (a *ActiveJobs) addIn(j *ActiveJob, row *pgqueuetype.JobRow, cancel context
 	a.mu.Lock()
 	a.byID[row.ID] = j
 	stopped := a.stopped
+	cancelled := false
+	if len(a.early) > 0 {
+		k := claimKey{row.ID, row.Fence}
+		_, cancelled = a.early[k]
+		delete(a.early, k)
+	}
 	a.mu.Unlock()
 	if stopped != nil {
 		j.cancelWith(stopped)
 	}
+	if cancelled {
+		j.requestCancel()
+	}
 	return j
+}
+
+// requestCancel cancels the handler of the claim id, fence if it runs
+// here, and otherwise keeps the request for that claim's Add.
+func (a *ActiveJobs) requestCancel(id, fence int64) {
+	a.mu.Lock()
+	j := a.byID[id]
+	if j == nil || j.row.Fence != fence {
+		a.keepEarly(claimKey{id, fence})
+		a.mu.Unlock()
+		return
+	}
+	a.mu.Unlock()
+	j.requestCancel()
+}
+
+// keepEarly keeps a cancel request for a claim not registered; a.mu held.
+func (a *ActiveJobs) keepEarly(k claimKey) {
+	now := a.now()
+	if a.early == nil {
+		a.early = map[claimKey]time.Time{}
+	}
+	if len(a.early) >= earlyCancelMax {
+		for key, at := range a.early {
+			if now.Sub(at) > earlyCancelTTL {
+				delete(a.early, key)
+			}
+		}
+		if len(a.early) >= earlyCancelMax {
+			return
+		}
+	}
+	a.early[k] = now
 }
 
 // CancelAll cancels every running job, and every job added from now on,

@@ -15,8 +15,9 @@ type controlMessage struct {
 }
 
 // HandleControl acts on one control-channel payload for the jobs of a.
-// Messages for jobs this client does not run, the usual case with many
-// clients, are ignored.
+// A cancel for a claim this client has not registered, the usual case
+// with many clients, is kept for a while: the job may be claimed ahead and
+// waiting for an executor, and is then cancelled as it starts.
 func (a *ActiveJobs) HandleControl(payload string, log *slog.Logger) {
 	var m controlMessage
 	if err := json.Unmarshal([]byte(payload), &m); err != nil {
@@ -25,9 +26,7 @@ func (a *ActiveJobs) HandleControl(payload string, log *slog.Logger) {
 	}
 	switch m.Op {
 	case "cancel":
-		if j := a.find(m.ID, m.Fence); j != nil {
-			j.requestCancel()
-		}
+		a.requestCancel(m.ID, m.Fence)
 	default:
 		// A newer client's message: not for this version.
 	}
