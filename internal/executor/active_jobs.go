@@ -107,7 +107,9 @@ type ActiveJobs struct {
 	// early holds cancel requests for claims not registered when the
 	// request came, with when it came: a job claimed ahead waits for an
 	// executor before Add, and is cancelled as it is added. Most are for
-	// other clients' jobs; they are dropped after earlyCancelTTL.
+	// other clients' jobs: at most earlyCancelMax are kept, room made by
+	// dropping those older than earlyCancelTTL. A fence names one claim,
+	// so a kept request never matches another.
 	early map[claimKey]time.Time
 	// now is time.Now but in tests.
 	now func() time.Time
