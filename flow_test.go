@@ -341,6 +341,66 @@ func TestClaimFlow(t *testing.T) {
 			t.Fatalf("with SequenceContinue: claimed %v, want %d", jobIDs(jobs), second)
 		}
 	})
+
+	// A job of a sequence waiting for a later job of its sequence could
+	// never start: a batch with sequence keys lists parents first, or is
+	// refused whole.
+	t.Run("SequenceBatchListsParentsFirst", func(t *testing.T) {
+		t.Parallel()
+		b := setupControl(t)
+		seq := func(n int, deps ...pgqueue.Dependency) pgqueue.EnqueueManyParams {
+			return pgqueue.EnqueueManyParams{Args: flowArgs{Customer: "a", N: n},
+				Opts: &pgqueue.EnqueueOpts{Queue: "q4", SequenceKey: "s", DependsOn: deps}}
+		}
+		_, err := b.client.EnqueueMany(ctx, []pgqueue.EnqueueManyParams{seq(1, pgqueue.DependsOnIndex(1)), seq(2)})
+		if !errors.Is(err, pgqueue.ErrInvalid) {
+			t.Fatalf("a sequence's job depending on a later one: %v, want ErrInvalid", err)
+		}
+		if n := countJobs(t, b.pool, "queue = 'q4'"); n != 0 {
+			t.Fatalf("%d jobs written by a refused batch", n)
+		}
+		res, err := b.client.EnqueueMany(ctx, []pgqueue.EnqueueManyParams{seq(1), seq(2, pgqueue.DependsOnIndex(0))})
+		must(t, err)
+		if len(res.IDs) != 2 {
+			t.Fatalf("parents first: %d ids", len(res.IDs))
+		}
+	})
+
+	// A blocked job waits to run: the later jobs of its sequence wait for
+	// it, whether or not the queue continues past failed jobs, and start
+	// in order once it is released and has run.
+	t.Run("SequenceHeldByBlocked", func(t *testing.T) {
+		t.Parallel()
+		b := setupControl(t)
+		parent := enqueueFlow(t, b.client, "elsewhere", "p", 0)
+		first, err := b.client.Enqueue(ctx, flowArgs{Customer: "a", N: 1}, &pgqueue.EnqueueOpts{Queue: "q3", SequenceKey: "s",
+			DependsOn: []pgqueue.Dependency{pgqueue.DependsOnJob(parent)}})
+		must(t, err)
+		if first.State != pgqueue.StateBlocked {
+			t.Fatalf("first job %s, want blocked", first.State)
+		}
+		second, err := b.client.Enqueue(ctx, flowArgs{Customer: "a", N: 2}, &pgqueue.EnqueueOpts{Queue: "q3", SequenceKey: "s"})
+		must(t, err)
+		for _, cont := range []bool{false, true} {
+			must(t, b.client.QueueSetLimits(ctx, "q3", pgqueue.QueueLimits{SequenceContinue: cont}))
+			if jobs, err := pgqueue.Claim(ctx, b.client, "q3", 10); err != nil || len(jobs) != 0 {
+				t.Fatalf("SequenceContinue %v: behind a blocked job, claimed %v, %v; want nothing", cont, jobIDs(jobs), err)
+			}
+		}
+		p, err := pgqueue.Claim(ctx, b.client, "elsewhere", 10)
+		must(t, err)
+		_, err = pgqueue.Complete(ctx, b.client, p)
+		must(t, err)
+		for _, want := range []int64{first.ID, second.ID} {
+			jobs, err := pgqueue.Claim(ctx, b.client, "q3", 10)
+			must(t, err)
+			if fmt.Sprint(jobIDs(jobs)) != fmt.Sprint([]int64{want}) {
+				t.Fatalf("after the release: claimed %v, want %d", jobIDs(jobs), want)
+			}
+			_, err = pgqueue.Complete(ctx, b.client, jobs)
+			must(t, err)
+		}
+	})
 }
 
 func jobIDs(jobs []*pgqueue.JobRow) []int64 {

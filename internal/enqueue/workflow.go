@@ -55,6 +55,7 @@ type wfJob struct {
 	policy    string
 	workflow  int64
 	available bool // due now: its queue is notified when it is not blocked
+	sequence  bool // has a sequence key
 }
 
 // wfEdge is one dependency resolved: parent is a position in the batch
@@ -95,10 +96,14 @@ func (w *Writer) Workflow(ctx context.Context, tx pgx.Tx, src Source) (Result, e
 		if err != nil {
 			return Result{}, fmt.Errorf("job %d: %w", i, err)
 		}
-		jobs[i] = wfJob{name: p.Name, deps: p.DependsOn, policy: p.OnParentFailure, workflow: p.Workflow, available: job.RunAt.IsZero()}
+		jobs[i] = wfJob{name: p.Name, deps: p.DependsOn, policy: p.OnParentFailure, workflow: p.Workflow, available: job.RunAt.IsZero(),
+			sequence: job.SequenceKey != ""}
 	}
 	edges, err := resolveDeps(jobs)
 	if err != nil {
+		return Result{}, err
+	}
+	if err := checkSequenceOrder(jobs, edges); err != nil {
 		return Result{}, err
 	}
 	order, err := topoOrder(n, edges)
@@ -213,6 +218,30 @@ func (w *Writer) Workflow(ctx context.Context, tx pgx.Tx, src Source) (Result, e
 		return Result{}, dbError("enqueue workflow: release savepoint", err)
 	}
 	return Result{Enqueued: int64(n), Queues: due, IDs: ids, Workflow: wfID}, nil
+}
+
+// checkSequenceOrder refuses a batch with sequence keys in which a job
+// depends on a job listed after it. The batch's ids rise with its
+// positions, and a sequence runs its jobs in id order, each after the
+// earlier ones (a blocked one too): a job of a sequence that waited,
+// directly or through others, for a later job of its own sequence could
+// never start, nor could the later job. Listing every job after the jobs
+// of the batch it depends on rules that out; without sequence keys the
+// order is free.
+func checkSequenceOrder(jobs []wfJob, edges [][]wfEdge) error {
+	if !slices.ContainsFunc(jobs, func(j wfJob) bool { return j.sequence }) {
+		return nil
+	}
+	for i, es := range edges {
+		for _, e := range es {
+			if e.inBatch && int(e.parent) > i {
+				return fmt.Errorf("job %d: %w job options: depends on job %d, listed after it, in a batch with sequence keys: "+
+					"list each job after the jobs of the batch it depends on (a job of a sequence waiting for a later job of its sequence could never start)",
+					i, pgqueuetype.ErrInvalid, e.parent)
+			}
+		}
+	}
+	return nil
 }
 
 // resolveDeps checks each job's dependencies and returns them per job:

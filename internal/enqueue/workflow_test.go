@@ -2,6 +2,7 @@ package enqueue
 
 import (
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 
@@ -80,5 +81,37 @@ func TestWorkflowOrder(t *testing.T) {
 	_, err = topoOrder(len(jobs), edges)
 	if !errors.Is(err, pgqueuetype.ErrDependencyCycle) || strings.HasPrefix(err.Error(), "job 0:") {
 		t.Fatalf("cycle error %v: want job 1 or 2 named", err)
+	}
+}
+
+// TestWorkflowSequenceOrder: in a batch with sequence keys every job comes
+// after the jobs of the batch it depends on; without them, any order.
+func TestWorkflowSequenceOrder(t *testing.T) {
+	forward := []wfJob{{deps: []Dep{{Index: 2}}}, {}, {deps: []Dep{{Index: 1}}}}
+	backward := []wfJob{{}, {deps: []Dep{{Index: 0}}}, {deps: []Dep{{Index: 1}}}}
+	for _, tc := range []struct {
+		name    string
+		jobs    []wfJob
+		seq     int // the job given a sequence key; -1 for none
+		refused bool
+	}{
+		{"ForwardWithSequence", forward, 1, true},
+		{"ForwardWithoutSequence", forward, -1, false},
+		{"BackwardWithSequence", backward, 0, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			jobs := slices.Clone(tc.jobs)
+			if tc.seq >= 0 {
+				jobs[tc.seq].sequence = true
+			}
+			edges, err := resolveDeps(jobs)
+			if err != nil {
+				t.Fatal(err)
+			}
+			err = checkSequenceOrder(jobs, edges)
+			if refused := errors.Is(err, pgqueuetype.ErrInvalid); refused != tc.refused || (err != nil) != tc.refused {
+				t.Fatalf("err %v, want refused %v", err, tc.refused)
+			}
+		})
 	}
 }
