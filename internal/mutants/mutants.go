@@ -118,6 +118,14 @@ var mutants = []mutant{
 	{name: "poll-ignores-pause", file: "internal/jobsql/sql/poll.sql",
 		old: "WHERE NOT EXISTS (SELECT 1 FROM {{schema}}.queues p WHERE p.name = a.q AND p.paused_at IS NOT NULL)\n", new: "",
 		tests: []testRun{{pkg: "./", run: "TestQueuePause"}}},
+	// A blocked job holds its sequence; a batch cannot make a sequence wait
+	// for itself.
+	{name: "sequence_next-passes-blocked", file: "migrations/000016_sequence_held_by_blocked.up.sql",
+		old: "e.state IN ('scheduled', 'available', 'blocked')", new: "e.state IN ('scheduled', 'available')",
+		tests: []testRun{{pkg: "./", run: "TestClaimFlow/SequenceHeldByBlocked"}}},
+	{name: "workflow-sequence-order-unchecked", file: "internal/enqueue/workflow.go",
+		old: "if e.inBatch && int(e.parent) > i {", new: "if false && e.inBatch && int(e.parent) > i {",
+		tests: []testRun{{pkg: "./", run: "TestClaimFlow/SequenceBatchListsParentsFirst"}}},
 	// Claims keep a plan through the primary key, whatever the table's
 	// size when the plan was made.
 	{name: "claim_settings-seqscan-on", file: "internal/jobsql/sql/claim_settings.sql",
