@@ -170,14 +170,14 @@ func (a *ActiveJobs) addIn(j *ActiveJob, row *pgqueuetype.JobRow, cancel context
 // here, and otherwise keeps the request for that claim's Add.
 func (a *ActiveJobs) requestCancel(id, fence int64) {
 	a.mu.Lock()
-	j := a.byID[id]
-	if j == nil || j.row.Fence != fence {
+	j := a.findLocked(id, fence)
+	if j == nil {
 		a.keepEarly(claimKey{id, fence})
-		a.mu.Unlock()
-		return
 	}
 	a.mu.Unlock()
-	j.requestCancel()
+	if j != nil {
+		j.requestCancel()
+	}
 }
 
 // keepEarly keeps a cancel request for a claim not registered; a.mu held.
@@ -243,6 +243,11 @@ func (a *ActiveJobs) remove(j *ActiveJob) {
 func (a *ActiveJobs) find(id, fence int64) *ActiveJob {
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	return a.findLocked(id, fence)
+}
+
+// findLocked is find with a.mu held.
+func (a *ActiveJobs) findLocked(id, fence int64) *ActiveJob {
 	if j := a.byID[id]; j != nil && j.row.Fence == fence {
 		return j
 	}
