@@ -200,6 +200,84 @@ func TestJobCancel(t *testing.T) {
 		}
 	})
 
+	// A job claimed ahead, waiting for the one worker while another job
+	// runs, hears the notification before it starts: its handler starts
+	// cancelled, long before a heartbeat (JobLease/3, 20 s) would tell it.
+	t.Run("ClaimedAheadJobStartsCancelled", func(t *testing.T) {
+		t.Parallel()
+		skipInShortMode(t, "a job claimed ahead cancelled before it starts")
+		pool := newPool(t)
+		const blocker, target, marker = -1, -2, -3
+		release := make(chan struct{})
+		blocking, marked, cause := make(chan struct{}, 1), make(chan struct{}, 1), make(chan error, 1)
+		ws := pgqueue.NewWorkers()
+		must(t, pgqueue.AddWorkerFunc(ws, func(ctx context.Context, job *pgqueue.Job[noteArgs]) error {
+			switch job.Args.N {
+			case blocker:
+				blocking <- struct{}{}
+				<-release
+			case target:
+				cause <- context.Cause(ctx)
+				return context.Cause(ctx)
+			case marker:
+				marked <- struct{}{}
+			}
+			return nil
+		}, &pgqueue.WorkerOpts{Timeout: -1}))
+		// Quick jobs first: the producer learns its worker's rate and
+		// claims ahead of it, the blocker and the target with them.
+		params := make([]pgqueue.EnqueueManyParams, 0, 202)
+		for i := range 200 {
+			params = append(params, pgqueue.EnqueueManyParams{Args: noteArgs{N: i}})
+		}
+		params = append(params, pgqueue.EnqueueManyParams{Args: noteArgs{N: blocker}}, pgqueue.EnqueueManyParams{Args: noteArgs{N: target}})
+		pre := newClient(t, pool, nil)
+		_, err := pre.EnqueueMany(ctx, params)
+		must(t, err)
+		var targetID int64
+		must(t, pool.QueryRow(ctx, `SELECT id FROM pgqueue.jobs WHERE args->>'n' = $1`, fmt.Sprint(target)).Scan(&targetID))
+		// No polls: the marker queue's job is claimed on its notification.
+		b := startClient(t, pool, ws, &pgqueue.Config{JobLease: time.Minute, FetchPollInterval: time.Hour,
+			Queues: map[string]pgqueue.QueueConfig{pgqueue.QueueDefault: {MaxWorkers: 1}, "marker": {MaxWorkers: 1}}})
+		defer close(release)
+		<-blocking
+		waitState(t, pool, targetID, "running") // claimed, not started: the one worker is blocked
+		// The client listens on the control channel (its second LISTEN)
+		// before the cancel is sent: a notification sent earlier is lost.
+		waitFor(t, "the client listening on the control channel", func() bool {
+			var n int
+			must(t, pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
+				WHERE datname = current_database() AND query ILIKE 'LISTEN %control%'`).Scan(&n))
+			return n == 1
+		})
+		job, err := b.client.JobCancel(ctx, targetID)
+		must(t, err)
+		if job.State != pgqueue.StateRunning {
+			t.Fatalf("target %s after the cancel, want running", job.State)
+		}
+		// The client handles its notifications in order on one connection:
+		// once the marker job, enqueued after the cancel committed, runs,
+		// the cancel's notification has been handled, before the target
+		// starts.
+		_, err = b.client.Enqueue(ctx, noteArgs{N: marker}, &pgqueue.EnqueueOpts{Queue: "marker"})
+		must(t, err)
+		select {
+		case <-marked:
+		case <-time.After(10 * time.Second):
+			t.Fatal("the marker job did not run")
+		}
+		release <- struct{}{}
+		select {
+		case c := <-cause:
+			if !errors.Is(c, pgqueue.ErrJobCancelled) {
+				t.Fatalf("the target started with cause %v, want ErrJobCancelled", c)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("the target did not start")
+		}
+		waitState(t, pool, targetID, "cancelled")
+	})
+
 	// Without notifications the heartbeat brings the request.
 	t.Run("PollOnlyClientHearsAtHeartbeat", func(t *testing.T) {
 		t.Parallel()
