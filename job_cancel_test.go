@@ -256,10 +256,10 @@ func TestJobCancel(t *testing.T) {
 			t.Fatalf("target %s after the cancel, want running", job.State)
 		}
 		// The client handles its notifications in order on one connection:
-		// once the marker job, enqueued after the cancel committed, runs,
-		// the cancel's notification has been handled, before the target
-		// starts.
-		_, err = b.client.Enqueue(ctx, noteArgs{N: marker}, &pgqueue.EnqueueOpts{Queue: "marker"})
+		// once the marker job, enqueued by another client after the cancel
+		// committed, runs, the cancel's notification has been handled,
+		// before the target starts.
+		_, err = pre.Enqueue(ctx, noteArgs{N: marker}, &pgqueue.EnqueueOpts{Queue: "marker"}) // another client: the started one would wake its producer itself
 		must(t, err)
 		select {
 		case <-marked:
