@@ -77,7 +77,7 @@ are a ceiling, not a promise).
 
 Each burn-down and sustained run reports what it cost per job on both
 sides: the client's CPU (getrusage: the process's, or the sum of the
-child processes'), the CPU of the server backends that served the run's
+child processes', less the server sampler's own thread), the CPU of the server backends that served the run's
 connections (read from /proc/<pid>/stat, found in pg_stat_activity by the
 run's application_name; only for a server on this machine) and, apart,
 the server's background processes meanwhile (postmaster, walwriter,

@@ -19,7 +19,9 @@ import (
 // Usage is what a timed run cost on both sides, for its Result.
 type Usage struct {
 	// ClientCPU is the CPU time (user + system, getrusage) of the client
-	// process, or the sum of the child processes' with Processes.
+	// process, or the sum of the child processes' with Processes, less
+	// what the server CPU sampler's own goroutine used (on a thread of its
+	// own, measured by that thread's getrusage).
 	ClientCPU time.Duration
 	// ServerMeasured says whether the server's processes could be read
 	// (/proc of a server on this machine) and every backend of the run was
@@ -350,7 +352,11 @@ func (m *meter) start(ctx context.Context) error {
 
 // stop ends the timed part and reports it.
 func (m *meter) stop(ctx context.Context) Usage {
-	u := Usage{ClientCPU: processCPU() - m.cpu0}
+	var meterCPU time.Duration
+	if m.server != nil {
+		meterCPU = m.server.ownCPU() // ends the sampling: read samples once more
+	}
+	u := Usage{ClientCPU: processCPU() - m.cpu0 - meterCPU}
 	u.Statements, u.ByStatement = m.tracer.snapshot()
 	u.Claims, u.Claimed, u.Writes, u.Written = m.claims.Load(), m.claimed.Load(), m.writes.Load(), m.written.Load()
 	if m.server != nil {
