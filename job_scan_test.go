@@ -42,7 +42,12 @@ FROM (VALUES
   (5, 'default', 'note', '{"n":5}', 1, 'running', 1, 25,
    '2026-12-03 10:00:00+00', 12, '2026-12-03 10:30:00+00',
    'client-a', '[]', '{}', '{}', '2026-12-03 10:00:00+00',
-   '2026-12-03 10:00:01+00', NULL, NULL, NULL, 'order/5')
+   '2026-12-03 10:00:01+00', NULL, NULL, NULL, 'order/5'),
+  -- empty errors, tags and meta as the claims return them: NULL
+  (6, 'default', 'note', '{"n":6}', 0, 'running', 1, 25,
+   '2026-12-03 10:00:00+00', 13, '2026-12-03 10:30:00+00',
+   'client-a', NULL, NULL, NULL, '2026-12-03 10:00:00+00',
+   '2026-12-03 10:00:01+00', NULL, NULL, NULL, NULL)
 ) AS v(id, queue, kind, args, priority, state, attempt, max_attempts, run_at, fence, lease_until,
        worker_id, errors, tags, meta, created_at, attempted_at, finalized_at, singleton_key,
        partition_key, sequence_key)
@@ -59,8 +64,8 @@ func TestClaimRowDecoding(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(fast) != 5 {
-			t.Fatalf("%d rows, want 5", len(fast))
+		if len(fast) != 6 {
+			t.Fatalf("%d rows, want 6", len(fast))
 		}
 		// The keys, as both ways must read them.
 		keys := map[int64][2]string{2: {"tenant-7", "ключ 𝄞"}, 3: {"p", ""}, 4: {"p4", "s4"}, 5: {"", "order/5"}}
@@ -75,6 +80,11 @@ func TestClaimRowDecoding(t *testing.T) {
 			}
 			if f != nil && !reflect.DeepEqual(f, generic[i]) {
 				t.Errorf("job %d:\n own %+v\n pgx %+v", id, *f, *generic[i])
+			}
+			// NULL reads as the column's empty value (the columns are NOT
+			// NULL; the claims send NULL for empty ones).
+			if g := generic[i]; id == 6 && (g.Errors != nil || g.Tags == nil || len(g.Tags) != 0 || string(g.Meta) != "{}") {
+				t.Errorf("job 6 (NULL errors, tags, meta): errors %v, tags %#v, meta %q; want none, [], {}", g.Errors, g.Tags, g.Meta)
 			}
 		}
 	}

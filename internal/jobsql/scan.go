@@ -14,7 +14,9 @@ import (
 )
 
 // ScanJobRow reads a job row as returned by claim.sql and insert.sql, whose
-// RETURNING lists must keep this order.
+// RETURNING lists must keep this order. NULL errors, tags or meta (the
+// columns are NOT NULL: the claims return NULL for empty ones, to spare
+// the server their output) read as empty.
 func ScanJobRow(row pgx.CollectableRow) (*pgqueuetype.JobRow, error) {
 	var s Scanner
 	return s.Scan(row)
@@ -96,7 +98,13 @@ func (s *Scanner) scanAfter(row pgx.Row, lead ...any) (*pgqueuetype.JobRow, erro
 	j.LeaseUntil, j.AttemptedAt, j.FinalizedAt = s.leaseUntil.Time, s.attemptedAt.Time, s.finalizedAt.Time
 	j.WorkerID, j.SingletonKey = s.workerID.String, s.singleton.String
 	j.PartitionKey, j.SequenceKey = s.partition.String, s.sequence.String
-	if string(s.errs) == "[]" { // most rows: skip the decoder
+	if j.Tags == nil {
+		j.Tags = []string{}
+	}
+	if j.Meta == nil {
+		j.Meta = []byte(emptyMeta)
+	}
+	if len(s.errs) == 0 || string(s.errs) == "[]" { // most rows: skip the decoder
 		return j, nil
 	}
 	if err := json.Unmarshal(s.errs, &j.Errors); err != nil {
@@ -239,16 +247,20 @@ func (s *Scanner) fastScanInto(j *pgqueuetype.JobRow, v [][]byte) (*pgqueuetype.
 	if j.FinalizedAt, ok = s.timeValue(v[17], true); !ok {
 		return nil, false
 	}
-	// An empty text[]: 0 dimensions, no nulls, the element type.
-	if len(v[13]) != 12 || binary.BigEndian.Uint32(v[13]) != 0 {
+	// NULL (a claim's empty tags) or an empty text[]: 0 dimensions, no
+	// nulls, the element type.
+	if v[13] != nil && (len(v[13]) != 12 || binary.BigEndian.Uint32(v[13]) != 0) {
 		return nil, false
 	}
 	j.Tags = []string{} // as pgx scans it; no allocation
 	args, meta, errs := s.jsonbText(v[3]), s.jsonbText(v[14]), s.jsonbText(v[12])
-	if args == nil || meta == nil || errs == nil {
+	if args == nil || (meta == nil && v[14] != nil) || (errs == nil && v[12] != nil) {
 		return nil, false
 	}
-	if string(errs) != "[]" {
+	if meta == nil {
+		meta = []byte(emptyMeta)
+	}
+	if errs != nil && string(errs) != "[]" {
 		if err := json.Unmarshal(errs, &j.Errors); err != nil {
 			return nil, false // pgx's scan reports it
 		}
@@ -256,6 +268,10 @@ func (s *Scanner) fastScanInto(j *pgqueuetype.JobRow, v [][]byte) (*pgqueuetype.
 	j.EncodedArgs, j.Meta = s.bytes(args), s.bytes(meta)
 	return j, true
 }
+
+// emptyMeta is the meta of a row whose meta column is NULL: a claim
+// returns NULL for the empty object.
+const emptyMeta = "{}"
 
 // bytes returns a copy of b cut from the scanner's block, capacity
 // limited so an append cannot reach the next row's bytes.

@@ -11,6 +11,9 @@ SET state        = 'running',
     attempted_at = now()
 WHERE j.id = $1 AND j.state IN ('scheduled', 'available')
 RETURNING j.id, j.queue, j.kind, j.args, j.priority, j.state, j.attempt, j.max_attempts,
-          j.run_at, j.fence, j.lease_until, j.worker_id, j.errors, j.tags, j.meta,
+          j.run_at, j.fence, j.lease_until, j.worker_id,
+          CASE WHEN pg_column_size(j.errors) > 8 THEN j.errors END AS errors,
+          CASE WHEN cardinality(j.tags) > 0 THEN j.tags END AS tags,
+          CASE WHEN pg_column_size(j.meta) > 8 THEN j.meta END AS meta,
           j.created_at, j.attempted_at, j.finalized_at, j.singleton_key,
           j.partition_key, j.sequence_key
