@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -121,6 +122,93 @@ func TestBatchedResults(t *testing.T) {
 	}
 	if !strings.Contains(logs.String(), fmt.Sprintf("job=%d", id)) || !strings.Contains(logs.String(), "refused") {
 		t.Fatalf("lost job %d not reported:\n%s", id, logs.String())
+	}
+}
+
+// TestBatchWriteRefusesOnlyLostClaims writes one batch holding written
+// and refused results: a parent of two blocked children, a plain job, a
+// parent whose fence went stale (its child must stay blocked), a job
+// claimed again by another worker, and a deleted one. Exactly the lost
+// claims are reported as refused, and the statement's count of settled
+// dependents is that of the parent written: through complete_many.sql (a
+// batch of completions, which returns the refused ids) and finish.sql (a
+// mixed batch, which returns the updated ones).
+func TestBatchWriteRefusesOnlyLostClaims(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	for _, mixed := range []bool{false, true} {
+		name := "CompleteMany"
+		if mixed {
+			name = "Finish"
+		}
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			b := setupWorkflow(t)
+			res, err := b.client.EnqueueMany(ctx, []pgqueue.EnqueueManyParams{
+				dependent(0), // 0: parent, written
+				dependent(1, pgqueue.DependsOnIndex(0)),
+				dependent(2, pgqueue.DependsOnIndex(0)),
+				dependent(3),                            // 3: parent, stale fence
+				dependent(4, pgqueue.DependsOnIndex(3)), // stays blocked
+				dependent(5),                            // 5: written
+				dependent(6),                            // 6: claimed again
+				dependent(7),                            // 7: deleted
+				dependent(8),                            // 8: written, failed when mixed
+			})
+			must(t, err)
+			ids := res.IDs
+			jobs := b.claim(t)
+			if len(jobs) != 6 {
+				t.Fatalf("claimed %d jobs, want the 6 without parents", len(jobs))
+			}
+			byID := map[int64]*pgqueue.JobRow{}
+			for _, j := range jobs {
+				byID[j.ID] = j
+			}
+			_, err = b.pool.Exec(ctx, "UPDATE pgqueue.jobs SET fence = nextval('pgqueue.fence_seq') WHERE id = $1", ids[3])
+			must(t, err)
+			// Taken over: back to available, as a rescue leaves it, and
+			// claimed again under a new fence.
+			_, err = b.pool.Exec(ctx, "UPDATE pgqueue.jobs SET state = 'available' WHERE id = $1", ids[6])
+			must(t, err)
+			if again := b.claim(t); len(again) != 1 || again[0].ID != ids[6] {
+				t.Fatalf("claimed %d jobs again, want job %d", len(again), ids[6])
+			}
+			_, err = b.pool.Exec(ctx, "DELETE FROM pgqueue.jobs WHERE id = $1", ids[7])
+			must(t, err)
+
+			batch := []*pgqueue.JobRow{byID[ids[0]], byID[ids[3]], byID[ids[5]], byID[ids[6]], byID[ids[7]], byID[ids[8]]}
+			ops := []string{"complete", "complete", "complete", "complete", "complete", "complete"}
+			if mixed {
+				ops[5] = "fail"
+			}
+			written, settled, err := pgqueue.WriteBatch(ctx, b.client, batch, ops)
+			must(t, err)
+			for _, j := range batch {
+				want := j.ID == ids[0] || j.ID == ids[5] || j.ID == ids[8]
+				if written[j.ID] != want {
+					t.Errorf("job %d (n=%d) written %v, want %v", j.ID, slices.Index(ids, j.ID), written[j.ID], want)
+				}
+			}
+			// The written parent released its two children; the stale one
+			// nothing.
+			if settled != 2 {
+				t.Errorf("settled %d dependents, want 2", settled)
+			}
+			last := "completed"
+			if mixed {
+				last = "available" // failed, retried
+			}
+			b.wantStates(t, []int64{ids[0], ids[1], ids[2], ids[3], ids[4], ids[5], ids[6], ids[8]},
+				"completed", "available", "available", "running", "blocked", "completed", "running", last)
+
+			// The same jobs again, every one now refused; nothing settles.
+			written, settled, err = pgqueue.WriteBatch(ctx, b.client, batch, ops)
+			must(t, err)
+			if len(written) != 0 || settled != 0 {
+				t.Errorf("a repeated batch: written %v, settled %d; want none", written, settled)
+			}
+		})
 	}
 }
 

@@ -62,7 +62,8 @@ func ClaimFlow(ctx context.Context, c *Client, queue string, limit int) ([]*JobR
 func ClaimFlowSQL(c *Client) string { return c.q.ClaimFlow }
 
 // Complete writes the completion of jobs in one fenced statement, as the
-// completer does, and returns how many it updated.
+// completer does, and returns how many it updated: those it did not
+// refuse.
 func Complete(ctx context.Context, c *Client, jobs []*JobRow) (int, error) {
 	outcomes := &jobsql.OutcomeReader{Pool: c.pool, Q: c.q, Base: ctx}
 	k := c.newCompleter(ctx, c.pool.Query, outcomes, completer.Observer{}, len(jobs), 0)
@@ -70,8 +71,17 @@ func Complete(ctx context.Context, c *Client, jobs []*JobRow) (int, error) {
 	for i, j := range jobs {
 		batch[i] = completer.Result{Row: j, Op: completer.OpComplete}
 	}
-	updated, err := k.Exec(batch)
-	return len(updated), err
+	refused, err := k.Exec(batch)
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, j := range jobs {
+		if !refused[j.ID] {
+			n++
+		}
+	}
+	return n, nil
 }
 
 // Started reports whether c is started and not yet stopping: Stop clears
@@ -94,8 +104,8 @@ func Finish(ctx context.Context, c *Client, job *JobRow, op string, delay time.D
 		s := "stale " + op
 		msg = &s
 	}
-	updated, err := k.Exec([]completer.Result{{Row: job, Op: op, Err: msg, Delay: delay}})
-	return updated[job.ID], err
+	refused, err := k.Exec([]completer.Result{{Row: job, Op: op, Err: msg, Delay: delay}})
+	return err == nil && !refused[job.ID], err
 }
 
 // Heartbeat runs one heartbeat for jobs, as a started client's heartbeater

@@ -9,20 +9,34 @@ import (
 
 // FinishBatch writes the results ops[i] of jobs[i] in one statement, as
 // the completer writes a mixed batch (sql/finish.sql; sql/complete_many.sql
-// when every op is "complete"), and returns the ids it updated.
+// when every op is "complete"), and returns the ids it updated: those of
+// the batch it did not refuse.
 func FinishBatch(ctx context.Context, c *Client, jobs []*JobRow, ops []string) (map[int64]bool, error) {
+	written, _, err := WriteBatch(ctx, c, jobs, ops)
+	return written, err
+}
+
+// WriteBatch is FinishBatch, and returns besides how many dependents the
+// statement settled.
+func WriteBatch(ctx context.Context, c *Client, jobs []*JobRow, ops []string) (written map[int64]bool, settled int, err error) {
 	outcomes := &jobsql.OutcomeReader{Pool: c.pool, Q: c.q, Base: ctx}
 	k := c.newCompleter(ctx, c.pool.Query, outcomes, completer.Observer{}, len(jobs), 0)
 	batch := make([]completer.Result, len(jobs))
 	for i, j := range jobs {
 		batch[i] = completer.Result{Row: j, Op: ops[i]}
 	}
-	updated, err := k.Exec(batch)
-	out := make(map[int64]bool, len(updated))
-	for id := range updated {
-		out[id] = true
+	refused, err := k.Exec(batch)
+	if err != nil {
+		return nil, 0, err
 	}
-	return out, err
+	// Written: in the batch and not refused.
+	written = make(map[int64]bool, len(jobs))
+	for _, j := range jobs {
+		if !refused[j.ID] {
+			written[j.ID] = true
+		}
+	}
+	return written, k.Settled(), nil
 }
 
 // CompleteManySQL and ClaimSQL are sql/complete_many.sql and sql/claim.sql

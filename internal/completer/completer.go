@@ -146,7 +146,9 @@ type Completer struct {
 	idsText, fencesText []byte
 	ops                 []string
 	errs, traces        []*string
-	updated             map[int64]bool
+	// rowIDs holds the ids the statement's rows named; otherIDs, for a
+	// finish.sql batch, the batch's other ids.
+	rowIDs, otherIDs map[int64]bool
 	// settledN is what the last Exec's statement settled.
 	settledN int
 }
@@ -322,7 +324,7 @@ func (k *Completer) write(batch []Result) {
 	pending := batch
 	giveUp := time.Now().Add(k.giveUp)
 	for wait := 50 * time.Millisecond; len(pending) > 0; wait = min(2*wait, time.Second) {
-		updated, err := k.Exec(pending)
+		refused, err := k.Exec(pending)
 		switch {
 		case err == nil:
 			// Before the executors and the observer are told: the jobs
@@ -331,7 +333,7 @@ func (k *Completer) write(batch []Result) {
 			if k.settledN > 0 && k.settled != nil {
 				k.settled(k.settledN)
 			}
-			k.reportWritten(pending, updated)
+			k.reportWritten(pending, refused)
 			return
 		case isServerError(err):
 			// The server answered: the statement failed and changed nothing.
@@ -360,9 +362,12 @@ func (k *Completer) write(batch []Result) {
 }
 
 // Exec writes batch in one statement, once, and returns the ids of the
-// jobs it updated; the map is reused by the next call. The completer's
-// writes go through it; tests call it to write as the completer does.
-func (k *Completer) Exec(batch []Result) (map[int64]bool, error) {
+// batch's jobs it did not update: their claim was lost (a stale fence, a
+// job no longer running, or deleted). Every other job of the batch was
+// written. The map is reused by the next call; it is nil with an error,
+// when nothing is known of the batch. The completer's writes go through
+// it; tests call it to write as the completer does.
+func (k *Completer) Exec(batch []Result) (refused map[int64]bool, err error) {
 	k.ids, k.fences, k.delays = k.ids[:0], k.fences[:0], k.delays[:0]
 	k.ops, k.errs, k.traces = k.ops[:0], k.errs[:0], k.traces[:0]
 	allComplete := true
@@ -380,7 +385,6 @@ func (k *Completer) Exec(batch []Result) (map[int64]bool, error) {
 	ctx, cancel := context.WithTimeout(k.base, jobsql.WriteTimeout)
 	defer cancel()
 	var rows pgx.Rows
-	var err error
 	if allComplete {
 		rows, err = query(ctx, k.q.CompleteMany, jobsql.OneShotPlan, ids, fences)
 	} else {
@@ -391,46 +395,88 @@ func (k *Completer) Exec(batch []Result) (map[int64]bool, error) {
 		return nil, err
 	}
 	defer rows.Close()
-	if k.updated == nil {
-		k.updated = make(map[int64]bool, k.limit)
+	if k.rowIDs == nil {
+		k.rowIDs, k.otherIDs = make(map[int64]bool), make(map[int64]bool)
 	}
-	updated := k.updated
-	clear(updated)
-	var id int64
-	var settled *int32
-	// Each row is an id and the statement's count of settled dependents
-	// (null when it settled none), both as text (QueryExecModeExec asks
-	// for no binary results): read them without pgx's scan, which
-	// allocates.
+	// The two statements name opposite sets: complete_many.sql the jobs it
+	// refused (nearly always none), finish.sql the jobs it updated.
+	named := k.rowIDs
+	clear(named)
+	n, counted, err := readResultRows(rows, named)
+	if err != nil {
+		return nil, err
+	}
+	if allComplete && !counted {
+		// Without its count row the reply says nothing of the batch
+		// (every job would pass for written): the write's outcome is read
+		// back as after a lost reply.
+		return nil, errors.New("pgqueue: complete_many.sql returned no count row")
+	}
+	k.settledN = n
+	if allComplete {
+		return named, nil
+	}
+	refused = k.otherIDs
+	clear(refused)
+	for _, id := range k.ids {
+		if !named[id] {
+			refused[id] = true
+		}
+	}
+	return refused, nil
+}
+
+// readResultRows adds to ids the id of each row, and returns the count of
+// settled dependents the rows carry; counted reports a row with a null id
+// (complete_many.sql's row that only carries the count). Each row is an
+// id and the count (null when none was settled), both as text
+// (QueryExecModeExec asks for no binary results): they are read without
+// pgx's scan, which allocates.
+func readResultRows(rows pgx.Rows, ids map[int64]bool) (settled int, counted bool, err error) {
 	fds := rows.FieldDescriptions()
 	text := len(fds) == 2 && fds[0].Format == pgtype.TextFormatCode && fds[1].Format == pgtype.TextFormatCode
-	n := 0
 	for rows.Next() {
-		var ok bool
-		if v := rows.RawValues(); text && len(v) == 2 {
-			id, ok = parseInt8Text(v[0])
-			if ok && v[1] != nil {
-				var c int64
+		var id, c int64
+		var idNull, cNull bool
+		v := rows.RawValues()
+		ok := text && len(v) == 2
+		if ok {
+			idNull, cNull = v[0] == nil, v[1] == nil
+			if !idNull {
+				id, ok = parseInt8Text(v[0])
+			}
+			if ok && !cNull {
 				c, ok = parseInt8Text(v[1])
-				n = int(c)
 			}
 		}
 		if !ok {
-			if err := rows.Scan(&id, &settled); err != nil {
-				return nil, err
+			var pid, pc *int64
+			if err := rows.Scan(&pid, &pc); err != nil {
+				return 0, false, err
 			}
-			if settled != nil {
-				n = int(*settled)
+			idNull, cNull = pid == nil, pc == nil
+			if !idNull {
+				id = *pid
+			}
+			if !cNull {
+				c = *pc
 			}
 		}
-		updated[id] = true
+		if idNull {
+			counted = true
+		} else {
+			ids[id] = true
+		}
+		if !cNull {
+			settled = int(c)
+		}
 	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	k.settledN = n
-	return updated, nil
+	return settled, counted, rows.Err()
 }
+
+// Settled is how many dependents the last Exec's statement released or
+// cancelled (0 after an error).
+func (k *Completer) Settled() int { return k.settledN }
 
 // appendInt8Array appends the text form of a bigint[] holding vs.
 func appendInt8Array(b []byte, vs []int64) []byte {
@@ -483,13 +529,13 @@ func (k *Completer) unfinished(batch []Result) (left []Result, ok bool) {
 }
 
 // reportWritten tells the observer about a written batch, and logs the
-// jobs the statement did not update: they had lost their claim.
-func (k *Completer) reportWritten(batch []Result, updated map[int64]bool) {
+// jobs the statement refused (did not update): they had lost their claim.
+func (k *Completer) reportWritten(batch []Result, refused map[int64]bool) {
 	recorded := k.obs.ResultRecorded
 	for i := range batch {
 		r := &batch[i]
 		switch {
-		case !updated[r.Row.ID]:
+		case refused[r.Row.ID]:
 			k.refused(*r)
 		case recorded != nil:
 			recorded(r.Row, r.Outcome())

@@ -4,12 +4,16 @@ import (
 	"strconv"
 	"testing"
 
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgtype"
+
 	"github.com/pgqueue/pgqueue/pgqueuetype"
 )
 
 // The completer writes ids and fences as the text of a bigint[] and reads
-// the updated ids back as text, without pgx's boxing: both must agree
-// with strconv.
+// the ids of the result rows back as text, without pgx's boxing: both
+// must agree with strconv.
 func TestInt8Text(t *testing.T) {
 	if got := string(appendInt8Array(nil, nil)); got != "{}" {
 		t.Errorf("empty array %q, want {}", got)
@@ -49,5 +53,63 @@ func TestResultOutcome(t *testing.T) {
 		if got := tc.r.Outcome(); got != tc.want {
 			t.Errorf("%s (attempt %d of %d): %s, want %s", tc.r.Op, tc.r.Row.Attempt, tc.r.Row.MaxAttempts, got, tc.want)
 		}
+	}
+}
+
+// textRows is pgx.Rows over rows of text values, as QueryExecModeExec
+// returns them.
+type textRows struct {
+	pgx.Rows
+	rows [][][]byte
+	i    int
+}
+
+var textFields = []pgconn.FieldDescription{{Format: pgtype.TextFormatCode}, {Format: pgtype.TextFormatCode}}
+
+func (r *textRows) FieldDescriptions() []pgconn.FieldDescription { return textFields }
+func (r *textRows) Next() bool                                   { r.i++; return r.i <= len(r.rows) }
+func (r *textRows) RawValues() [][]byte                          { return r.rows[r.i-1] }
+func (r *textRows) Err() error                                   { return nil }
+func (r *textRows) Close()                                       {}
+func (r *textRows) CommandTag() pgconn.CommandTag                { return pgconn.CommandTag{} }
+
+// readResultRows reads complete_many.sql's rows (the count on a row of
+// its own, with a null id; the refused ids with a null count) and
+// finish.sql's (each updated id with the count), without allocating.
+func TestReadResultRows(t *testing.T) {
+	ids := map[int64]bool{}
+	for _, tc := range []struct {
+		name    string
+		rows    [][][]byte
+		ids     []int64
+		settled int
+		counted bool
+	}{
+		{"NoneRefused", [][][]byte{{nil, nil}}, nil, 0, true},
+		{"NoneRefusedSettled", [][][]byte{{nil, []byte("3")}}, nil, 3, true},
+		{"Refused", [][][]byte{{nil, []byte("2")}, {[]byte("41"), nil}, {[]byte("43"), nil}}, []int64{41, 43}, 2, true},
+		{"Updated", [][][]byte{{[]byte("5"), []byte("1")}, {[]byte("6"), []byte("1")}}, []int64{5, 6}, 1, false},
+		{"NoRows", nil, nil, 0, false},
+	} {
+		clear(ids)
+		settled, counted, err := readResultRows(&textRows{rows: tc.rows}, ids)
+		if err != nil || settled != tc.settled || counted != tc.counted || len(ids) != len(tc.ids) {
+			t.Errorf("%s: ids %v, settled %d, counted %v, %v; want %v, %d, %v", tc.name, ids, settled, counted, err, tc.ids, tc.settled, tc.counted)
+		}
+		for _, id := range tc.ids {
+			if !ids[id] {
+				t.Errorf("%s: ids %v, want %v", tc.name, ids, tc.ids)
+			}
+		}
+	}
+	rows := &textRows{rows: [][][]byte{{nil, []byte("2")}, {[]byte("41"), nil}}}
+	if n := testing.AllocsPerRun(100, func() {
+		rows.i = 0
+		clear(ids)
+		if _, _, err := readResultRows(rows, ids); err != nil {
+			t.Fatal(err)
+		}
+	}); n != 0 {
+		t.Errorf("readResultRows allocates %v times per batch", n)
 	}
 }

@@ -15,6 +15,11 @@ var mutants = []mutant{
 	{name: "complete_many-no-fence", file: "internal/jobsql/sql/complete_many.sql",
 		old: "AND j.fence = r.fence AND CASE WHEN j.state = 'running'", new: "AND CASE WHEN j.state = 'running'",
 		tests: []testRun{{pkg: "./", run: "TestStaleWriteRefusedByFence/CompleteMany|TestBatchedResults|TestRescuer"}, faultFence}},
+	// complete_many.sql returns the refused ids, not the written ones: a
+	// refusal it left out would be reported as written.
+	{name: "complete_many-hides-refused", file: "internal/jobsql/sql/complete_many.sql",
+		old: "WHERE (SELECT count(*) FROM done) < cardinality", new: "WHERE false AND (SELECT count(*) FROM done) < cardinality",
+		tests: []testRun{{pkg: "./", run: "TestStaleWriteRefusedByFence/CompleteMany|TestBatchWriteRefusesOnlyLostClaims"}}},
 	{name: "finish-no-fence", file: "internal/jobsql/sql/finish.sql",
 		old: "AND j.fence = r.fence AND CASE WHEN j.state = 'running'", new: "AND CASE WHEN j.state = 'running'",
 		tests: []testRun{{pkg: "./", run: "TestStaleWriteRefusedByFence/Finish"}, faultFence}},
@@ -192,6 +197,10 @@ var mutants = []mutant{
 		old:   "    FROM done WHERE has_children HAVING count(*) > 0\n",
 		new:   "    FROM (SELECT j.id, true AS has_children FROM {{schema}}.jobs j WHERE j.id = ANY ($1::bigint[])) done WHERE has_children HAVING count(*) > 0\n",
 		tests: []testRun{{pkg: "./", run: "TestWorkflowFencedRelease"}}},
+	// settled runs only when read: through the row that carries its count.
+	{name: "complete_many-settled-not-read", file: "internal/jobsql/sql/complete_many.sql",
+		old: "SELECT NULL::bigint AS id, (SELECT s FROM settled AS t(s)) AS settled", new: "SELECT NULL::bigint AS id, NULL::integer AS settled",
+		tests: []testRun{{pkg: "./", run: "TestWorkflowDependencies/ChainReleasesOneStepAtATime|TestBatchWriteRefusesOnlyLostClaims"}}},
 	{name: "workflow-cancel-policy-ignored", file: "migrations/000012_workflows.up.sql",
 		old: "AND d.on_failure = 'cancel' AND NOT d.resolved))", new: "AND false))",
 		tests: []testRun{{pkg: "./", run: "TestWorkflowFailurePolicy"}}},

@@ -1,11 +1,9 @@
 -- complete_many: the common batch, every job of it completed: finish.sql
--- without the per-row choices. Same fencing; the ids returned are the jobs
--- that were still held, each with the count of dependents settled. The
--- jobs some job depends on (has_children) release their dependents in
--- the same statement (workflow_settle, in migrations/000012_workflows.up.sql),
--- only through the rows this fenced update changed: a refused completion
--- releases nothing. Without such a job in the batch the function is not
--- called.
+-- without the per-row choices. Same fencing. The jobs some job depends on
+-- (has_children) release their dependents in the same statement
+-- (workflow_settle, in migrations/000012_workflows.up.sql), only through
+-- the rows this fenced update changed: a refused completion releases
+-- nothing. Without such a job in the batch the function is not called.
 WITH r AS (
     SELECT * FROM unnest($1::bigint[], $2::bigint[]) AS r(id, fence)
 ), done AS (
@@ -23,11 +21,19 @@ WITH r AS (
     SELECT {{schema}}.workflow_settle(array_agg(id), array_agg('completed'::text))
     FROM done WHERE has_children HAVING count(*) > 0
 )
--- settled is referred to so that it runs: a SELECT in WITH is evaluated
--- only when the query reads it; the WHERE runs it before the first row of
--- done is read (a one-time filter), even when done is empty. Each row
--- carries how many dependents the batch changed (null when none was
--- settled): a client without a listen connection then wakes its
--- producers, so that a released job is claimed at once rather than at
--- the next poll.
-SELECT id, (SELECT s FROM settled AS t(s)) AS settled FROM done WHERE (SELECT count(*) FROM settled) >= 0
+-- Nearly every job of a batch is written, so the statement returns the
+-- exceptions, not a row per job (output and parsing cost a few tenths of
+-- a µs per job): always one row with a null id carrying how many
+-- dependents the batch changed (null when none; a client without a
+-- listen connection then wakes its producers, so that a released job is
+-- claimed at once rather than at the next poll), then one row per id of
+-- the batch the update refused (stale fence, no longer running, deleted).
+-- That first row is what runs settled: a SELECT in WITH is evaluated only
+-- when the query reads it.
+SELECT NULL::bigint AS id, (SELECT s FROM settled AS t(s)) AS settled
+UNION ALL
+-- The count is a one-time filter: a batch written whole looks up no id.
+-- unnest($1), not r: read twice, r would be materialized (copied) for
+-- every batch.
+SELECT b.id, NULL FROM unnest($1::bigint[]) AS b(id)
+WHERE (SELECT count(*) FROM done) < cardinality($1::bigint[]) AND b.id NOT IN (SELECT id FROM done)

@@ -59,5 +59,9 @@ RETURNING j.id, j.state, j.has_children
     SELECT {{schema}}.workflow_settle(array_agg(id), array_agg(state))
     FROM done WHERE has_children AND state IN ('completed', 'discarded', 'cancelled') HAVING count(*) > 0
 )
--- Each row carries the count of dependents settled, as in complete_many.sql.
+-- Each row carries the count of dependents settled (null when none was),
+-- which a client without a listen connection wakes its producers on.
+-- settled is referred to so that it runs: a SELECT in WITH is evaluated
+-- only when the query reads it; the WHERE runs it before the first row of
+-- done is read (a one-time filter), even when done is empty.
 SELECT id, (SELECT s FROM settled AS t(s)) AS settled FROM done WHERE (SELECT count(*) FROM settled) >= 0
