@@ -121,7 +121,7 @@ type serverCPU struct {
 	// own is the CPU the sampling goroutine used between mark and its
 	// end, on its own thread: the client's CPU of a run leaves it out,
 	// since the meter is not the client's work (sampling every 200 ms
-	// cost 0.2–0.3 µs per job of a burn-down's client figure).
+	// was 0.17 s of a 500,000-job burn-down's client CPU profile).
 	own time.Duration
 }
 
