@@ -111,6 +111,10 @@ type ActiveJobs struct {
 	// dropping those older than earlyCancelTTL. A fence names one claim,
 	// so a kept request never matches another.
 	early map[claimKey]time.Time
+	// earlyExpiry is when the oldest kept request passes earlyCancelTTL, as
+	// the last sweep found: a full map is not swept again before, so a
+	// burst of requests past the bound costs one sweep, not one each.
+	earlyExpiry time.Time
 	// now is time.Now but in tests.
 	now func() time.Time
 }
@@ -187,11 +191,18 @@ func (a *ActiveJobs) keepEarly(k claimKey) {
 		a.early = map[claimKey]time.Time{}
 	}
 	if len(a.early) >= earlyCancelMax {
+		if !now.After(a.earlyExpiry) {
+			return
+		}
+		oldest := now
 		for key, at := range a.early {
 			if now.Sub(at) > earlyCancelTTL {
 				delete(a.early, key)
+			} else if at.Before(oldest) {
+				oldest = at
 			}
 		}
+		a.earlyExpiry = oldest.Add(earlyCancelTTL)
 		if len(a.early) >= earlyCancelMax {
 			return
 		}
