@@ -138,13 +138,14 @@ func (w *Watch) recheck(ctx context.Context) {
 		w.mu.Unlock()
 		return
 	}
+	// Said under the lock, before Err can report nil: whoever sees the
+	// schema current again finds the line that says so already written.
 	w.mu.Lock()
-	was := w.err != nil
-	w.err, w.backoff, w.until = nil, 0, time.Time{}
-	w.mu.Unlock()
-	if was {
+	defer w.mu.Unlock()
+	if w.err != nil {
 		w.Log.InfoContext(ctx, "pgqueue: schema is current again; claims and maintenance resume", "schema", w.Schema, "version", v.Version)
 	}
+	w.err, w.backoff, w.until = nil, 0, time.Time{}
 }
 
 // readTimeout bounds a read of the schema's version.
