@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"net/url"
 	"strings"
 	"testing"
 
@@ -49,13 +50,13 @@ func TestCLIThroughPgBouncer(t *testing.T) {
 	}
 
 	for _, mode := range []string{"cache_statement", "describe_exec"} {
-		code, stdout, stderr := runCLI(t.Context(), "jobs", "list", "--database-url", pooled+"&default_query_exec_mode="+mode)
+		code, stdout, stderr := runCLI(t.Context(), "jobs", "list", "--database-url", withExecMode(t, pooled, mode))
 		if code != exitError || !strings.Contains(stderr, pgqueue.ErrPoolerExecMode.Error()) || !strings.Contains(stderr, "remove default_query_exec_mode") {
 			t.Errorf("jobs list through PgBouncer with %s: exit %d, stdout %q, stderr %q; want exit %d and ErrPoolerExecMode with the fix", mode, code, stdout, stderr, exitError)
 		}
 	}
 	// Direct, the same URL parameter is the user's choice and works.
-	cli(t, exitOK, "jobs", "list", "--database-url", direct+"&default_query_exec_mode=cache_statement")
+	cli(t, exitOK, "jobs", "list", "--database-url", withExecMode(t, direct, "cache_statement"))
 }
 
 // openPool refuses an exec mode that needs its own session through a
@@ -66,8 +67,23 @@ func TestOpenPoolRefusalIsTyped(t *testing.T) {
 	cfg, err := pgx.ParseConfig(direct)
 	must(t, err)
 	pooled := pgbouncer.Require(t, direct, nil).ConnString(cfg.Database)
-	_, err = openPool(t.Context(), pooled+"&default_query_exec_mode=cache_statement")
+	_, err = openPool(t.Context(), withExecMode(t, pooled, "cache_statement"))
 	if !errors.Is(err, pgqueue.ErrPoolerExecMode) {
 		t.Fatalf("openPool through PgBouncer in cache_statement mode: %v, want ErrPoolerExecMode", err)
 	}
+}
+
+// withExecMode returns the connection URL u with default_query_exec_mode
+// set to mode, whether or not u has parameters already (a DATABASE_URL
+// given by the user may have none).
+func withExecMode(t *testing.T, u, mode string) string {
+	t.Helper()
+	parsed, err := url.Parse(u)
+	if err != nil {
+		t.Fatalf("connection URL %q: %v", u, err)
+	}
+	q := parsed.Query()
+	q.Set("default_query_exec_mode", mode)
+	parsed.RawQuery = q.Encode()
+	return parsed.String()
 }
