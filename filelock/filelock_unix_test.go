@@ -165,12 +165,19 @@ func worldDir(t *testing.T) string {
 	return dir
 }
 
+// copyFile copies the executable src to dst. The copy is written under
+// syscall.ForkLock: a process another parallel test forks in that window
+// (os/exec holds the lock's read side while it forks) would inherit the
+// write descriptor until its exec, and running dst then failed with "text
+// file busy".
 func copyFile(dst, src string) error {
 	in, err := os.Open(src)
 	if err != nil {
 		return err
 	}
 	defer in.Close()
+	syscall.ForkLock.Lock()
+	defer syscall.ForkLock.Unlock()
 	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o755)
 	if err != nil {
 		return err
