@@ -3,6 +3,7 @@ package pgqueue
 import (
 	"github.com/jackc/pgx/v5"
 
+	"github.com/pgqueue/pgqueue/internal/flatjson"
 	"github.com/pgqueue/pgqueue/pgqueuetype"
 )
 
@@ -77,9 +78,17 @@ type Job[T JobArgs] struct {
 	LockFence int64
 }
 
-// decodeArgs decodes a row's args into a T.
-func decodeArgs[T JobArgs](row *JobRow) (*Job[T], error) {
+// decodeArgs decodes a row's args into a T, with fast when it is not nil
+// and takes them (see flatjson), else as json.Unmarshal does.
+func decodeArgs[T JobArgs](row *JobRow, fast *flatjson.Decoder[T]) (*Job[T], error) {
 	job := &Job[T]{JobRow: row}
+	if fast != nil {
+		if fast.Decode(row.EncodedArgs, &job.Args) {
+			return job, nil
+		}
+		var zero T
+		job.Args = zero
+	}
 	if err := unmarshalArgs(row.EncodedArgs, &job.Args); err != nil {
 		return nil, err
 	}

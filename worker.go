@@ -13,6 +13,7 @@ import (
 
 	"github.com/pgqueue/pgqueue/internal/enqueue"
 	"github.com/pgqueue/pgqueue/internal/executor"
+	"github.com/pgqueue/pgqueue/internal/flatjson"
 )
 
 // Worker works jobs of one kind. Work returns nil when the job is done, an
@@ -89,13 +90,14 @@ func AddWorker[T JobArgs](ws *Workers, w Worker[T], opts *WorkerOpts) error {
 	if _, ok := ws.byKind[kind]; ok {
 		return fmt.Errorf("%w worker: kind already registered: %q", ErrInvalid, kind)
 	}
+	fast := flatjson.For[T]()
 	ws.byKind[kind] = &executor.Worker{
 		Timeout:     opts.Timeout,
 		SessionLock: opts.SingletonMode == SingletonSession,
 		Retry:       opts.RetryPolicy, // nil stays nil: the client's
 		Middleware:  workMiddleware(opts.Middleware),
 		Decode: func(row *JobRow) (any, error) {
-			job, err := decodeArgs[T](row)
+			job, err := decodeArgs(row, fast)
 			if err != nil {
 				return nil, fmt.Errorf("%w job args: decode args of %s job %d: %w", ErrInvalid, kind, row.ID, err)
 			}

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+
+	"github.com/pgqueue/pgqueue/internal/flatjson"
 )
 
 type argsProbe struct {
@@ -30,6 +32,41 @@ func TestUnmarshalArgs(t *testing.T) {
 			if fmt.Sprint(gotErr) != fmt.Sprint(wantErr) || fmt.Sprint(got) != fmt.Sprint(want) {
 				t.Errorf("round %d, %.40q: got %+v, %v; want %+v, %v", round, in, got, gotErr, want, wantErr)
 			}
+		}
+	}
+}
+
+type flatArgs struct {
+	N int    `json:"n"`
+	S string `json:"s"`
+	B bool   `json:"b"`
+}
+
+func (flatArgs) Kind() string { return "flat_args" }
+
+// decodeArgs with a flatjson decoder gives what it gives without one,
+// for args the decoder takes and for those it leaves to encoding/json.
+func TestDecodeArgsFastPath(t *testing.T) {
+	fast := flatjson.For[flatArgs]()
+	if fast == nil {
+		t.Fatal("flatjson declined flatArgs")
+	}
+	for _, in := range []string{
+		`{"n": 1, "s": "a", "b": true}`,  // taken
+		`{"N": 2, "s": "b"}`,             // a folded key
+		`{"n": 3, "s": "c\"", "x": [1]}`, // an escape, an unknown key
+		`{"n": 4, "n": "x"}`,             // an error after a field was set
+		`{"n": 1.5}`, `null`, `[]`,
+	} {
+		row := &JobRow{ID: 7, EncodedArgs: []byte(in)}
+		got, gotErr := decodeArgs(row, fast)
+		want, wantErr := decodeArgs[flatArgs](row, nil)
+		if fmt.Sprint(gotErr) != fmt.Sprint(wantErr) {
+			t.Errorf("%s: error %v, want %v", in, gotErr, wantErr)
+			continue
+		}
+		if gotErr == nil && got.Args != want.Args {
+			t.Errorf("%s: args %+v, want %+v", in, got.Args, want.Args)
 		}
 	}
 }
