@@ -146,9 +146,9 @@ type Completer struct {
 	idsText, fencesText []byte
 	ops                 []string
 	errs, traces        []*string
-	// rowIDs holds the ids the statement's rows named; otherIDs, for a
-	// finish.sql batch, the batch's other ids.
-	rowIDs, otherIDs map[int64]bool
+	// refusedIDs holds the ids the statement refused, as its rows name
+	// them.
+	refusedIDs map[int64]bool
 	// settledN is what the last Exec's statement settled.
 	settledN int
 }
@@ -395,40 +395,28 @@ func (k *Completer) Exec(batch []Result) (refused map[int64]bool, err error) {
 		return nil, err
 	}
 	defer rows.Close()
-	if k.rowIDs == nil {
-		k.rowIDs, k.otherIDs = make(map[int64]bool), make(map[int64]bool)
+	if k.refusedIDs == nil {
+		k.refusedIDs = make(map[int64]bool)
 	}
-	// The two statements name opposite sets: complete_many.sql the jobs it
-	// refused (nearly always none), finish.sql the jobs it updated.
-	named := k.rowIDs
-	clear(named)
-	n, counted, err := readResultRows(rows, named)
+	refused = k.refusedIDs
+	clear(refused)
+	n, counted, err := readResultRows(rows, refused)
 	if err != nil {
 		return nil, err
 	}
-	if allComplete && !counted {
+	if !counted {
 		// Without its count row the reply says nothing of the batch
 		// (every job would pass for written): the write's outcome is read
 		// back as after a lost reply.
-		return nil, errors.New("pgqueue: complete_many.sql returned no count row")
+		return nil, errors.New("pgqueue: the batch's result write returned no count row")
 	}
 	k.settledN = n
-	if allComplete {
-		return named, nil
-	}
-	refused = k.otherIDs
-	clear(refused)
-	for _, id := range k.ids {
-		if !named[id] {
-			refused[id] = true
-		}
-	}
 	return refused, nil
 }
 
 // readResultRows adds to ids the id of each row, and returns the count of
 // settled dependents the rows carry; counted reports a row with a null id
-// (complete_many.sql's row that only carries the count). Each row is an
+// (the row that only carries the count). Each row is an
 // id and the count (null when none was settled), both as text
 // (QueryExecModeExec asks for no binary results): they are read without
 // pgx's scan, which allocates.

@@ -6,7 +6,7 @@
 --   $4 error, $5 trace     kept in errors when error is not null
 --   $6 delay               microseconds before the next run (fail, snooze)
 -- Only rows still running under the given fence change; the ids returned
--- are those that did, so every other job of the batch had lost its claim.
+-- are those that did not (see the end), which had lost their claim.
 -- fail discards the job once its attempts are used up; snooze and release
 -- give the attempt back. A job JobCancel asked to cancel
 -- (cancel_requested_at) ends cancelled whatever the op, except complete:
@@ -59,9 +59,14 @@ RETURNING j.id, j.state, j.has_children
     SELECT {{schema}}.workflow_settle(array_agg(id), array_agg(state))
     FROM done WHERE has_children AND state IN ('completed', 'discarded', 'cancelled') HAVING count(*) > 0
 )
--- Each row carries the count of dependents settled (null when none was),
--- which a client without a listen connection wakes its producers on.
--- settled is referred to so that it runs: a SELECT in WITH is evaluated
--- only when the query reads it; the WHERE runs it before the first row of
--- done is read (a one-time filter), even when done is empty.
-SELECT id, (SELECT s FROM settled AS t(s)) AS settled FROM done WHERE (SELECT count(*) FROM settled) >= 0
+-- As complete_many.sql returns it: one row with a null id carrying how
+-- many dependents the batch changed (null when none), which a client
+-- without a listen connection wakes its producers on, then one row per
+-- id of the batch the update refused (stale fence, no longer running,
+-- deleted), nearly always none. That first row is what runs settled: a
+-- SELECT in WITH is evaluated only when the query reads it.
+SELECT NULL::bigint AS id, (SELECT s FROM settled AS t(s)) AS settled
+UNION ALL
+-- The count is a one-time filter: a batch written whole looks up no id.
+SELECT b.id, NULL FROM unnest($1::bigint[]) AS b(id)
+WHERE (SELECT count(*) FROM done) < cardinality($1::bigint[]) AND b.id NOT IN (SELECT id FROM done)
