@@ -227,6 +227,14 @@ var mutants = []mutant{
 			"          UNION SELECT j.id FROM r JOIN {{schema}}.jobs j ON j.id = r.id WHERE j.has_children) s HAVING count(*) > 0",
 		tests: []testRun{{pkg: "./", run: "TestWorkflowFencedRelease/StaleCompletionReleasesNothing"}, {pkg: "./integration/", run: "TestFaultWorkflow$"}}},
 
+	// The schema watch says the schema is current again before letting
+	// statements run: the mutant clears the error first and logs after
+	// the lock, so a caller may see Err nil before the line.
+	{name: "schemawatch-clears-before-log", file: "internal/schemawatch/watch.go",
+		old:   "\tdefer w.mu.Unlock()\n\tif w.err != nil {\n\t\tw.Log.InfoContext(ctx, \"pgqueue: schema is current again; claims and maintenance resume\", \"schema\", w.Schema, \"version\", v.Version)\n\t}\n\tw.err, w.backoff, w.until = nil, 0, time.Time{}\n",
+		new:   "\twas := w.err != nil\n\tw.err, w.backoff, w.until = nil, 0, time.Time{}\n\tw.mu.Unlock()\n\tif was {\n\t\tw.Log.InfoContext(ctx, \"pgqueue: schema is current again; claims and maintenance resume\", \"schema\", w.Schema, \"version\", v.Version)\n\t}\n",
+		tests: []testRun{{pkg: "./internal/schemawatch/"}}},
+
 	// Lock backends' fence counters.
 	{name: "filelock-fence-not-incremented", file: "filelock/fenced.go",
 		old: "\tn++\n", new: "",
