@@ -3,6 +3,7 @@ package pgqueue_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"reflect"
 	"sync"
 	"testing"
@@ -113,4 +114,98 @@ func TestClaimedRowAsStored(t *testing.T) {
 		}
 		check(t, want, got)
 	})
+}
+
+// TestClaimedJobRowAsStored: a handler's JobRow is the row as stored
+// while the job runs, column by column, whichever statement claimed it,
+// although claim.sql leaves out what the claimer knows (queue, state,
+// worker id, lease end, finalized time) and fills it in.
+func TestClaimedJobRowAsStored(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	for _, name := range []string{"Claim", "ClaimFlow", "WorkJob"} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			pool := newPool(t)
+			var mu sync.Mutex
+			var diffs []string
+			seen := 0
+			ws := pgqueue.NewWorkers()
+			var client *pgqueue.Client
+			must(t, pgqueue.AddWorkerFunc(ws, func(ctx context.Context, j *pgqueue.Job[noteArgs]) error {
+				stored, err := client.JobGet(ctx, j.ID)
+				mu.Lock()
+				defer mu.Unlock()
+				seen++
+				if err != nil {
+					diffs = append(diffs, err.Error())
+					return nil
+				}
+				diffs = append(diffs, jobRowDiff(j.JobRow, stored)...)
+				return nil
+			}, nil))
+			queue := "rows"
+			c := newClient(t, pool, &pgqueue.Config{Workers: ws, JobLease: 90*time.Second + 1500*time.Nanosecond, ID: "row-checker",
+				Queues: map[string]pgqueue.QueueConfig{queue: {MaxWorkers: 4}}})
+			client = c
+			if name == "ClaimFlow" {
+				must(t, c.QueueSetLimits(ctx, queue, pgqueue.QueueLimits{MaxRunning: 10}))
+			}
+			var ids []int64
+			for i, opts := range []*pgqueue.EnqueueOpts{
+				{Queue: queue},
+				{Queue: queue, Priority: 3, MaxAttempts: 7, Tags: []string{"a"}, Meta: map[string]any{"k": 1}},
+				{Queue: queue, PartitionKey: "p1"},
+				{Queue: queue, SequenceKey: "s1"},
+			} {
+				res, err := c.Enqueue(ctx, noteArgs{N: i}, opts)
+				must(t, err)
+				ids = append(ids, res.ID)
+			}
+			if name == "WorkJob" {
+				for _, id := range ids {
+					if r := pgqueuetest.WorkJob(ctx, t, c, id); r.Result != pgqueue.OutcomeCompleted {
+						t.Fatalf("job %d: %v (%v)", id, r.Result, r.Err)
+					}
+				}
+			} else {
+				must(t, c.Start(ctx))
+				t.Cleanup(func() { _ = c.Stop(context.Background()) })
+				waitFor(t, "the jobs to complete", func() bool {
+					return countJobs(t, pool, "state = 'completed'") == len(ids)
+				})
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if seen != len(ids) {
+				t.Fatalf("handlers ran %d times, want %d", seen, len(ids))
+			}
+			for _, d := range diffs {
+				t.Error(d)
+			}
+		})
+	}
+}
+
+// jobRowDiff lists the fields in which a handler's row differs from the
+// stored one (times compared as instants).
+func jobRowDiff(got, want *pgqueue.JobRow) []string {
+	var out []string
+	times := func(name string, a, b time.Time) {
+		if !a.Equal(b) {
+			out = append(out, fmt.Sprintf("job %d: %s %v, stored %v", want.ID, name, a, b))
+		}
+	}
+	times("RunAt", got.RunAt, want.RunAt)
+	times("LeaseUntil", got.LeaseUntil, want.LeaseUntil)
+	times("CreatedAt", got.CreatedAt, want.CreatedAt)
+	times("AttemptedAt", got.AttemptedAt, want.AttemptedAt)
+	times("FinalizedAt", got.FinalizedAt, want.FinalizedAt)
+	g, w := *got, *want
+	g.RunAt, g.LeaseUntil, g.CreatedAt, g.AttemptedAt, g.FinalizedAt = time.Time{}, time.Time{}, time.Time{}, time.Time{}, time.Time{}
+	w.RunAt, w.LeaseUntil, w.CreatedAt, w.AttemptedAt, w.FinalizedAt = time.Time{}, time.Time{}, time.Time{}, time.Time{}, time.Time{}
+	if !reflect.DeepEqual(g, w) {
+		out = append(out, fmt.Sprintf("job %d: handler's row %+v,\nstored %+v", want.ID, g, w))
+	}
+	return out
 }

@@ -2,6 +2,7 @@ package pgqueue
 
 import (
 	"context"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -18,7 +19,7 @@ func ClaimTx(ctx context.Context, c *Client, tx pgx.Tx, queue string, limit int)
 	if err != nil {
 		return nil, err
 	}
-	return jobsql.CollectJobRows(rows)
+	return jobsql.CollectClaimedRows(rows, jobsql.ClaimFill{Queue: queue, WorkerID: c.config.ID, Lease: c.config.JobLease.Truncate(time.Microsecond)})
 }
 
 // Poll runs the poll statement for queues and returns the queues it says

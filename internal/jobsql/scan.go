@@ -50,6 +50,66 @@ func CollectJobRows(rows pgx.Rows) ([]*pgqueuetype.JobRow, error) {
 	return out, rows.Err()
 }
 
+// ClaimFill is what claim.sql's rows leave out because the claimer knows
+// it: the queue claimed from, the client's id (the rows' worker_id) and
+// the lease (lease_until is attempted_at plus the lease, both from the
+// claim's now()). A claimed job is running and not finalized.
+type ClaimFill struct {
+	Queue, WorkerID string
+	Lease           time.Duration
+}
+
+// claimedColumns gives, for each column of claim.sql's RETURNING list, its
+// position among the job columns (jobColumnOIDs). The others are filled
+// in from a ClaimFill: about a quarter of the bytes of a row, which the
+// server no longer outputs nor the client reads.
+var claimedColumns = [...]int{0, 2, 3, 4, 6, 7, 8, 9, 12, 13, 14, 15, 16, 18, 19, 20}
+
+var claimedColumnOIDs = func() (oids [len(claimedColumns)]uint32) {
+	for i, c := range claimedColumns {
+		oids[i] = jobColumnOIDs[c]
+	}
+	return oids
+}()
+
+var runningState = []byte(pgqueuetype.StateRunning)
+
+// CollectClaimedRows reads the rows of claim.sql, as CollectJobRows reads
+// those of the other claims, filling in what they leave out from fill.
+func CollectClaimedRows(rows pgx.Rows, fill ClaimFill) ([]*pgqueuetype.JobRow, error) {
+	defer rows.Close()
+	var s Scanner
+	var out []*pgqueuetype.JobRow
+	var full [len(jobColumnOIDs)][]byte
+	queue, worker := []byte(fill.Queue), []byte(fill.WorkerID)
+	fast, checked := false, false
+	for rows.Next() {
+		if !checked {
+			fast, checked = s.fastScanFits(rows, claimedColumnOIDs[:]), true
+		}
+		var j *pgqueuetype.JobRow
+		if v := rows.RawValues(); fast && len(v) == len(claimedColumns) {
+			// The row as the other claims return it; lease_until and
+			// finalized_at stay NULL until filled in below.
+			for i, c := range claimedColumns {
+				full[c] = v[i]
+			}
+			full[1], full[5], full[11] = queue, runningState, worker
+			j = s.FastScan(full[:])
+		}
+		if j == nil {
+			var err error
+			if j, err = s.scanRow(rows, claimedColumns[:]); err != nil {
+				return nil, err
+			}
+			j.Queue, j.State, j.WorkerID = fill.Queue, pgqueuetype.StateRunning, fill.WorkerID
+		}
+		j.LeaseUntil = j.AttemptedAt.Add(fill.Lease)
+		out = append(out, j)
+	}
+	return out, rows.Err()
+}
+
 // Scanner scans job rows. Reused across the rows of a claim, its
 // scratch values and destination list cost their allocations once per
 // claim instead of once per row.
@@ -74,22 +134,35 @@ type Scanner struct {
 }
 
 func (s *Scanner) Scan(row pgx.CollectableRow) (*pgqueuetype.JobRow, error) {
-	return s.scanAfter(row)
+	return s.scanRow(row, nil)
 }
 
 // ScanFlagged reads a row whose job columns follow a leading boolean, as
 // insert_unique.sql returns them.
 func (s *Scanner) ScanFlagged(row pgx.CollectableRow) (flag bool, _ *pgqueuetype.JobRow, err error) {
-	j, err := s.scanAfter(row, &flag)
+	j, err := s.scanRow(row, nil, &flag)
 	return flag, j, err
 }
 
-// scanAfter reads the job columns after the columns of lead.
-func (s *Scanner) scanAfter(row pgx.Row, lead ...any) (*pgqueuetype.JobRow, error) {
+// scanRow reads the job columns after the columns of lead: all of them,
+// or those of columns (positions among the job columns, as
+// claimedColumns), the others left zero.
+func (s *Scanner) scanRow(row pgx.Row, columns []int, lead ...any) (*pgqueuetype.JobRow, error) {
 	j := &pgqueuetype.JobRow{}
-	s.dest = append(append(s.dest[:0], lead...), &j.ID, &j.Queue, &j.Kind, &j.EncodedArgs, &j.Priority, &s.state, &j.Attempt, &j.MaxAttempts,
+	all := [len(jobColumnOIDs)]any{&j.ID, &j.Queue, &j.Kind, &j.EncodedArgs, &j.Priority, &s.state, &j.Attempt, &j.MaxAttempts,
 		&j.RunAt, &s.fence, &s.leaseUntil, &s.workerID, &s.errs, &j.Tags, &j.Meta,
-		&j.CreatedAt, &s.attemptedAt, &s.finalizedAt, &s.singleton, &s.partition, &s.sequence)
+		&j.CreatedAt, &s.attemptedAt, &s.finalizedAt, &s.singleton, &s.partition, &s.sequence}
+	s.dest = append(s.dest[:0], lead...)
+	if columns == nil {
+		s.dest = append(s.dest, all[:]...)
+	} else {
+		s.state, s.fence, s.errs = "", pgtype.Int8{}, nil
+		s.leaseUntil, s.attemptedAt, s.finalizedAt = pgtype.Timestamptz{}, pgtype.Timestamptz{}, pgtype.Timestamptz{}
+		s.workerID, s.singleton, s.partition, s.sequence = pgtype.Text{}, pgtype.Text{}, pgtype.Text{}, pgtype.Text{}
+		for _, c := range columns {
+			s.dest = append(s.dest, all[c])
+		}
+	}
 	if err := row.Scan(s.dest...); err != nil {
 		return nil, err
 	}
@@ -127,14 +200,19 @@ var jobColumnOIDs = [...]uint32{
 // standard codec (a connection may register others). It takes pgx's
 // ScanLocation for timestamps.
 func (s *Scanner) FastScanFits(rows pgx.Rows) bool {
+	return s.fastScanFits(rows, jobColumnOIDs[:])
+}
+
+// fastScanFits is FastScanFits for a result of the columns of types oids.
+func (s *Scanner) fastScanFits(rows pgx.Rows, oids []uint32) bool {
 	fds := rows.FieldDescriptions()
 	conn := rows.Conn()
-	if len(fds) != len(jobColumnOIDs) || conn == nil {
+	if len(fds) != len(oids) || conn == nil {
 		return false
 	}
 	m := conn.TypeMap()
 	for i, fd := range fds {
-		if fd.DataTypeOID != jobColumnOIDs[i] {
+		if fd.DataTypeOID != oids[i] {
 			return false
 		}
 		// pgx asks for text and jsonb as text, the others in binary.

@@ -227,6 +227,15 @@ var mutants = []mutant{
 			"          UNION SELECT j.id FROM r JOIN {{schema}}.jobs j ON j.id = r.id WHERE j.has_children) s HAVING count(*) > 0",
 		tests: []testRun{{pkg: "./", run: "TestWorkflowFencedRelease/StaleCompletionReleasesNothing"}, {pkg: "./integration/", run: "TestFaultWorkflow$"}}},
 
+	// claim.sql leaves out what the claimer knows; the claimer must fill
+	// it in as stored.
+	{name: "claim-fill-wrong-lease", file: "internal/producer/claim.go",
+		old: "Lease: c.JobLease.Truncate(time.Microsecond)", new: "Lease: c.JobLease",
+		tests: []testRun{{pkg: "./", run: "TestClaimedJobRowAsStored"}}},
+	{name: "claim-fill-wrong-worker", file: "internal/producer/claim.go",
+		old: "WorkerID: c.ClientID,", new: "WorkerID: \"\",",
+		tests: []testRun{{pkg: "./", run: "TestClaimedJobRowAsStored"}}},
+
 	// The schema watch says the schema is current again before letting
 	// statements run: the mutant clears the error first and logs after
 	// the lock, so a caller may see Err nil before the line.

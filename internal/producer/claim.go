@@ -126,7 +126,12 @@ func (c *Claimer) claimLocked(ctx context.Context, claim string, flow bool, queu
 	if err != nil {
 		return nil, false, err
 	}
-	if jobs, err = jobsql.CollectJobRows(rows); err != nil {
+	if flow {
+		jobs, err = jobsql.CollectJobRows(rows)
+	} else {
+		jobs, err = jobsql.CollectClaimedRows(rows, c.fill(queue))
+	}
+	if err != nil {
 		return nil, false, err
 	}
 	if flow {
@@ -157,7 +162,12 @@ func (c *Claimer) claimUnlocked(ctx context.Context, queue string, limit int) (j
 	if err != nil {
 		return nil, err
 	}
-	return jobsql.CollectJobRows(rows)
+	return jobsql.CollectClaimedRows(rows, c.fill(queue))
+}
+
+// fill is what claim.sql's rows of queue leave out.
+func (c *Claimer) fill(queue string) jobsql.ClaimFill {
+	return jobsql.ClaimFill{Queue: queue, WorkerID: c.ClientID, Lease: c.JobLease.Truncate(time.Microsecond)}
 }
 
 // warnLockTimeout says, at most once a minute per client, that a claim

@@ -20,6 +20,10 @@
 -- as empty): most jobs have none, and jsonb's output function was a fifth
 -- of the row's output cost. An empty jsonb container is 4 bytes with a 1-
 -- or 4-byte varlena header; any other value is more than 8.
+-- The queue ($1), state (running), worker_id ($4), lease_until
+-- (attempted_at plus $3) and finalized_at (null) are not returned: the
+-- claimer fills them in (jobsql.ClaimFill), sparing the server their
+-- output and the client a quarter of each row's bytes.
 WITH picked AS (
     SELECT id
     FROM {{schema}}.jobs
@@ -38,12 +42,11 @@ SET state        = 'running',
     fence        = nextval('{{schema}}.fence_seq'),
     lease_until  = now() + $3::bigint * interval '1 microsecond',
     worker_id    = $4,
-    attempted_at = now()
+    attempted_at = now(),
+    finalized_at = NULL
 WHERE j.id = ANY (ARRAY(SELECT id FROM picked))
-RETURNING j.id, j.queue, j.kind, j.args, j.priority, j.state, j.attempt, j.max_attempts,
-          j.run_at, j.fence, j.lease_until, j.worker_id,
+RETURNING j.id, j.kind, j.args, j.priority, j.attempt, j.max_attempts, j.run_at, j.fence,
           CASE WHEN pg_column_size(j.errors) > 8 THEN j.errors END AS errors,
           CASE WHEN cardinality(j.tags) > 0 THEN j.tags END AS tags,
           CASE WHEN pg_column_size(j.meta) > 8 THEN j.meta END AS meta,
-          j.created_at, j.attempted_at, j.finalized_at, j.singleton_key,
-          j.partition_key, j.sequence_key
+          j.created_at, j.attempted_at, j.singleton_key, j.partition_key, j.sequence_key
