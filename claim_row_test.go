@@ -145,7 +145,11 @@ func TestClaimedJobRowAsStored(t *testing.T) {
 				return nil
 			}, nil))
 			queue := "rows"
+			// PollOnly: a listening client heartbeats once its LISTEN
+			// connects, which may renew a running job's lease before JobGet
+			// reads it.
 			c := newClient(t, pool, &pgqueue.Config{Workers: ws, JobLease: 90*time.Second + 1500*time.Nanosecond, ID: "row-checker",
+				PollOnly: true, FetchPollInterval: 50 * time.Millisecond,
 				Queues: map[string]pgqueue.QueueConfig{queue: {MaxWorkers: 4}}})
 			client = c
 			if name == "ClaimFlow" {

@@ -2,6 +2,7 @@ package pgqueue
 
 import (
 	"context"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -37,4 +38,39 @@ func ScanJobRowsBothWays(ctx context.Context, db interface {
 		fast, generic = append(fast, f), append(generic, g)
 	}
 	return fast, generic, rows.Err()
+}
+
+// ScanClaimedRowsBothWays is ScanJobRowsBothWays for the rows of
+// claim.sql, which leave out what fill gives.
+func ScanClaimedRowsBothWays(ctx context.Context, db interface {
+	Query(context.Context, string, ...any) (pgx.Rows, error)
+}, fill jobsql.ClaimFill, query string, args ...any) (fast, generic []*JobRow, err error) {
+	rows, err := db.Query(ctx, query, args...)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer rows.Close()
+	fs, gs := jobsql.NewClaimScanner(fill), jobsql.NewClaimScanner(fill)
+	fits, checked := false, false
+	for rows.Next() {
+		if !checked {
+			fits, checked = fs.FastScanFits(rows), true
+		}
+		var f *JobRow
+		if fits {
+			f = fs.FastScan(rows.RawValues())
+		}
+		g, err := gs.Scan(rows)
+		if err != nil {
+			return nil, nil, err
+		}
+		fast, generic = append(fast, f), append(generic, g)
+	}
+	return fast, generic, rows.Err()
+}
+
+// ClaimFill is what claim.sql's rows of queue leave out, for a claim by
+// worker with lease.
+func ClaimFill(queue, worker string, lease time.Duration) jobsql.ClaimFill {
+	return jobsql.ClaimFill{Queue: queue, WorkerID: worker, Lease: lease}
 }

@@ -78,36 +78,74 @@ var runningState = []byte(pgqueuetype.StateRunning)
 // those of the other claims, filling in what they leave out from fill.
 func CollectClaimedRows(rows pgx.Rows, fill ClaimFill) ([]*pgqueuetype.JobRow, error) {
 	defer rows.Close()
-	var s Scanner
+	s := NewClaimScanner(fill)
 	var out []*pgqueuetype.JobRow
-	var full [len(jobColumnOIDs)][]byte
-	queue, worker := []byte(fill.Queue), []byte(fill.WorkerID)
 	fast, checked := false, false
 	for rows.Next() {
 		if !checked {
-			fast, checked = s.fastScanFits(rows, claimedColumnOIDs[:]), true
+			fast, checked = s.FastScanFits(rows), true
 		}
 		var j *pgqueuetype.JobRow
-		if v := rows.RawValues(); fast && len(v) == len(claimedColumns) {
-			// The row as the other claims return it; lease_until and
-			// finalized_at stay NULL until filled in below.
-			for i, c := range claimedColumns {
-				full[c] = v[i]
-			}
-			full[1], full[5], full[11] = queue, runningState, worker
-			j = s.FastScan(full[:])
+		if fast {
+			j = s.FastScan(rows.RawValues())
 		}
 		if j == nil {
 			var err error
-			if j, err = s.scanRow(rows, claimedColumns[:]); err != nil {
+			if j, err = s.Scan(rows); err != nil {
 				return nil, err
 			}
-			j.Queue, j.State, j.WorkerID = fill.Queue, pgqueuetype.StateRunning, fill.WorkerID
 		}
-		j.LeaseUntil = j.AttemptedAt.Add(fill.Lease)
 		out = append(out, j)
 	}
 	return out, rows.Err()
+}
+
+// ClaimScanner reads claim.sql's rows, filling in what they leave out.
+type ClaimScanner struct {
+	s             Scanner
+	fill          ClaimFill
+	queue, worker []byte
+	full          [len(jobColumnOIDs)][]byte
+}
+
+// NewClaimScanner returns a scanner of claim.sql's rows for fill.
+func NewClaimScanner(fill ClaimFill) *ClaimScanner {
+	return &ClaimScanner{fill: fill, queue: []byte(fill.Queue), worker: []byte(fill.WorkerID)}
+}
+
+// FastScanFits is Scanner.FastScanFits for claim.sql's columns.
+func (c *ClaimScanner) FastScanFits(rows pgx.Rows) bool {
+	return c.s.fastScanFits(rows, claimedColumnOIDs[:])
+}
+
+// FastScan is Scanner.FastScan for a row of claim.sql: nil when pgx's
+// scan must read it.
+func (c *ClaimScanner) FastScan(v [][]byte) *pgqueuetype.JobRow {
+	if len(v) != len(claimedColumns) {
+		return nil
+	}
+	// The row as the other claims return it; lease_until and finalized_at
+	// stay NULL, lease_until filled in below.
+	for i, col := range claimedColumns {
+		c.full[col] = v[i]
+	}
+	c.full[1], c.full[5], c.full[11] = c.queue, runningState, c.worker
+	j := c.s.FastScan(c.full[:])
+	if j != nil {
+		j.LeaseUntil = j.AttemptedAt.Add(c.fill.Lease)
+	}
+	return j
+}
+
+// Scan reads a row of claim.sql with pgx's scan.
+func (c *ClaimScanner) Scan(row pgx.CollectableRow) (*pgqueuetype.JobRow, error) {
+	j, err := c.s.scanRow(row, claimedColumns[:])
+	if err != nil {
+		return nil, err
+	}
+	j.Queue, j.State, j.WorkerID = c.fill.Queue, pgqueuetype.StateRunning, c.fill.WorkerID
+	j.LeaseUntil = j.AttemptedAt.Add(c.fill.Lease)
+	return j, nil
 }
 
 // Scanner scans job rows. Reused across the rows of a claim, its
