@@ -339,15 +339,13 @@ func TestInsertFlowKeysOnEveryPath(t *testing.T) {
 				if _, err := tx.Exec(ctx, q.ClaimLock, pgqueue.SchemaDefault, tc.queue, 1000); err != nil {
 					return err
 				}
-				scan := pgqueue.ScanJobRowsBothWays
-				if tc.name == "claim.sql" {
-					scan = func(ctx context.Context, db interface {
-						Query(context.Context, string, ...any) (pgx.Rows, error)
-					}, query string, args ...any) ([]*pgqueue.JobRow, []*pgqueue.JobRow, error) {
-						return pgqueue.ScanClaimedRowsBothWays(ctx, db, pgqueue.ClaimFill("plain", "w", time.Minute), query, args...)
-					}
+				var fast, generic []*pgqueue.JobRow
+				var err error
+				if tc.name == "claim.sql" { // leaves out what the claimer knows
+					fast, generic, err = pgqueue.ScanClaimedRowsBothWays(ctx, tx, pgqueue.ClaimFill("plain", "w", time.Minute), tc.sql, tc.args...)
+				} else {
+					fast, generic, err = pgqueue.ScanJobRowsBothWays(ctx, tx, tc.sql, tc.args...)
 				}
-				fast, generic, err := scan(ctx, tx, tc.sql, tc.args...)
 				if err != nil {
 					return err
 				}

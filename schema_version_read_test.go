@@ -3,8 +3,6 @@ package pgqueue_test
 import (
 	"testing"
 
-	"github.com/jackc/pgx/v5/pgxpool"
-
 	"github.com/pgqueue/pgqueue"
 	"github.com/pgqueue/pgqueue/internal/pgtest"
 	"github.com/pgqueue/pgqueue/internal/schemaversion"
@@ -17,11 +15,7 @@ import (
 func TestSchemaVersionReadsMigratorTable(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
-	pool, err := pgxpool.New(ctx, pgtest.DB().NewDatabase(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
+	pool := pgtest.DB().NewPool(t)
 	read := func() schemaversion.Version {
 		t.Helper()
 		v, err := schemaversion.Read(ctx, pool, "sv")

@@ -27,8 +27,22 @@ func ScanJobRow(row pgx.CollectableRow) (*pgqueuetype.JobRow, error) {
 // they do from claim.sql), it decodes them itself (see fastScan); any other
 // result, and any row with a value it does not expect, takes pgx's scan.
 func CollectJobRows(rows pgx.Rows) ([]*pgqueuetype.JobRow, error) {
+	return collect(rows, &Scanner{})
+}
+
+// RowScanner reads the job rows of one result: with its own decoding when
+// the result's columns fit it (FastScanFits) and the row holds nothing out
+// of the ordinary (FastScan returns nil otherwise), else with pgx's scan.
+// Scanner reads the full job columns, ClaimScanner claim.sql's.
+type RowScanner interface {
+	FastScanFits(rows pgx.Rows) bool
+	FastScan(v [][]byte) *pgqueuetype.JobRow
+	Scan(row pgx.CollectableRow) (*pgqueuetype.JobRow, error)
+}
+
+// collect reads every row of rows with s.
+func collect(rows pgx.Rows, s RowScanner) ([]*pgqueuetype.JobRow, error) {
 	defer rows.Close()
-	var s Scanner
 	var out []*pgqueuetype.JobRow
 	fast, checked := false, false
 	for rows.Next() {
@@ -77,27 +91,7 @@ var runningState = []byte(pgqueuetype.StateRunning)
 // CollectClaimedRows reads the rows of claim.sql, as CollectJobRows reads
 // those of the other claims, filling in what they leave out from fill.
 func CollectClaimedRows(rows pgx.Rows, fill ClaimFill) ([]*pgqueuetype.JobRow, error) {
-	defer rows.Close()
-	s := NewClaimScanner(fill)
-	var out []*pgqueuetype.JobRow
-	fast, checked := false, false
-	for rows.Next() {
-		if !checked {
-			fast, checked = s.FastScanFits(rows), true
-		}
-		var j *pgqueuetype.JobRow
-		if fast {
-			j = s.FastScan(rows.RawValues())
-		}
-		if j == nil {
-			var err error
-			if j, err = s.Scan(rows); err != nil {
-				return nil, err
-			}
-		}
-		out = append(out, j)
-	}
-	return out, rows.Err()
+	return collect(rows, NewClaimScanner(fill))
 }
 
 // ClaimScanner reads claim.sql's rows, filling in what they leave out.

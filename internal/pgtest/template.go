@@ -12,6 +12,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 const (
@@ -101,6 +102,18 @@ func (t *Template) NewDatabase(tb testing.TB) string {
 		}
 	})
 	return t.server.ConnString(name)
+}
+
+// NewPool returns a pool on a database of NewDatabase, closed when the
+// test ends (before the database is dropped).
+func (t *Template) NewPool(tb testing.TB) *pgxpool.Pool {
+	tb.Helper()
+	pool, err := pgxpool.New(tb.Context(), t.NewDatabase(tb))
+	if err != nil {
+		tb.Fatalf("pgtest: %v", err)
+	}
+	tb.Cleanup(pool.Close)
+	return pool
 }
 
 // Close drops the databases made ahead, waits for the drops of the tests'

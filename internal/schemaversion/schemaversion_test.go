@@ -4,8 +4,6 @@ import (
 	"os"
 	"testing"
 
-	"github.com/jackc/pgx/v5/pgxpool"
-
 	"github.com/pgqueue/pgqueue/internal/pgtest"
 	"github.com/pgqueue/pgqueue/internal/schemaversion"
 )
@@ -15,11 +13,7 @@ func TestMain(m *testing.M) { os.Exit(pgtest.Main(m, nil)) }
 func TestRead(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
-	pool, err := pgxpool.New(ctx, pgtest.DB().NewDatabase(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
+	pool := pgtest.DB().NewPool(t)
 	read := func(schema string) schemaversion.Version {
 		t.Helper()
 		v, err := schemaversion.Read(ctx, pool, schema)

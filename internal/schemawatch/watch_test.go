@@ -12,7 +12,6 @@ import (
 
 	"github.com/jackc/pgerrcode"
 	"github.com/jackc/pgx/v5/pgconn"
-	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/pgqueue/pgqueue/internal/pgtest"
 	"github.com/pgqueue/pgqueue/internal/schemaversion"
@@ -71,11 +70,7 @@ func (r *recorder) count(part string) int {
 func TestWatchOutdatedThenCurrent(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
-	pool, err := pgxpool.New(ctx, pgtest.DB().NewDatabase(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
+	pool := pgtest.DB().NewPool(t)
 	if _, err := pool.Exec(ctx, "CREATE SCHEMA watched"); err != nil {
 		t.Fatal(err)
 	}

@@ -34,11 +34,7 @@ func TestMain(m *testing.M) {
 func TestRuns(t *testing.T) {
 	skipInShortMode(t, "every benchmark mode, 3,000 jobs each")
 	ctx := context.Background()
-	pool, err := pgxpool.New(ctx, pgtest.DB().NewDatabase(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
+	pool := pgtest.DB().NewPool(t)
 	var progress strings.Builder
 	cfg := &bench.Config{Pool: pool, Jobs: 3000, Workers: 50, RawConns: 2, Filler: 1000, Rate: 500, Duration: time.Second, Progress: &progress,
 		// Lines often, so that even a fast machine's runs print some.

@@ -6,8 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
-
 	"github.com/pgqueue/pgqueue/cmd/pgqueue/bench"
 	"github.com/pgqueue/pgqueue/internal/pgtest"
 )
@@ -17,11 +15,7 @@ import (
 func TestPruneRuns(t *testing.T) {
 	skipInShortMode(t, "the prune mode and a pruning sustained run")
 	ctx := context.Background()
-	pool, err := pgxpool.New(ctx, pgtest.DB().NewDatabase(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
+	pool := pgtest.DB().NewPool(t)
 	count := func(where string) int {
 		var n int
 		if err := pool.QueryRow(ctx, "SELECT count(*) FROM pgqueue_bench.jobs WHERE "+where).Scan(&n); err != nil {

@@ -6,8 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
-
 	"github.com/pgqueue/pgqueue/internal/pgtest"
 )
 
@@ -69,11 +67,7 @@ func TestServerCPUOwnCPU(t *testing.T) {
 		t.Skip("the sampler reads Linux's /proc")
 	}
 	ctx := context.Background()
-	pool, err := pgxpool.New(ctx, pgtest.DB().NewDatabase(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
+	pool := pgtest.DB().NewPool(t)
 	s, err := startServerCPU(ctx, &Config{Pool: pool}, "pgqueue_bench_test")
 	if err != nil {
 		t.Fatal(err)
