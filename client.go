@@ -201,9 +201,11 @@ func (c *Client) Start(ctx context.Context) error {
 	// next step would wait for the poll. With it, a second wake-up only
 	// made an empty claim per step (statements per job 2.05 to 3.03 in a
 	// chain), for no shorter release.
-	var listening atomic.Bool
+	// listen is the listen connection's state: zero until it first
+	// connects, then listenUp or listenDown.
+	var listen atomic.Int32
 	s.completer.OnSettled(func(int) {
-		if listening.Load() {
+		if listen.Load() == listenUp {
 			return
 		}
 		if m := producers.Load(); m != nil {
@@ -254,7 +256,6 @@ func (c *Client) Start(ctx context.Context) error {
 		go func() { defer s.loops.Done(); poll.Run(fetch) }()
 	}
 	if len(s.producers) > 0 && sessions.listen != nil {
-		var listenLost atomic.Bool
 		s.notifier, err = notifier.Start(fetch, notifier.Config{
 			ConnConfig: sessions.listen,
 			Channels:   []string{c.channel, c.control},
@@ -267,8 +268,7 @@ func (c *Client) Start(ctx context.Context) error {
 			},
 			// Notifications sent while disconnected are lost: look again.
 			OnConnect: func() {
-				listening.Store(true)
-				if listenLost.Swap(false) {
+				if listen.Swap(listenUp) == listenDown {
 					c.log.Info("pgqueue: listen connection regained")
 				}
 				// Cancel requests notified meanwhile were lost too: the
@@ -279,8 +279,7 @@ func (c *Client) Start(ctx context.Context) error {
 				}
 			},
 			OnError: func(err error) {
-				listening.Store(false)
-				listenLost.Store(true)
+				listen.Store(listenDown)
 				c.log.Warn("pgqueue: listen connection failed; polling meanwhile", "err", err)
 			},
 		})
@@ -440,3 +439,10 @@ type testHooks struct {
 	// jobs are dispatched.
 	claimAged time.Duration
 }
+
+// The states of a client's listen connection (Start), zero until it
+// first connects.
+const (
+	listenUp   int32 = iota + 1 // connected
+	listenDown                  // connected once, lost since
+)
