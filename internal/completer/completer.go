@@ -416,8 +416,8 @@ func (k *Completer) Exec(batch []Result) (refused map[int64]bool, err error) {
 
 // readResultRows adds to ids the id of each row, and returns the count of
 // settled dependents the rows carry; counted reports a row with a null id
-// (the row that only carries the count). Each row is an
-// id and the count (null when none was settled), both as text
+// (the row that only carries the count). Each row is an id and the
+// count (null when none was settled), both as text
 // (QueryExecModeExec asks for no binary results): they are read without
 // pgx's scan, which allocates.
 func readResultRows(rows pgx.Rows, ids map[int64]bool) (settled int, counted bool, err error) {

@@ -230,7 +230,7 @@ var mutants = []mutant{
 	// claim.sql leaves out what the claimer knows; the claimer must fill
 	// it in as stored.
 	{name: "claim-fill-wrong-lease", file: "internal/producer/claim.go",
-		old: "Lease: c.JobLease.Truncate(time.Microsecond)", new: "Lease: c.JobLease",
+		old: "Lease: time.Duration(c.JobLease.Microseconds()) * time.Microsecond", new: "Lease: c.JobLease",
 		tests: []testRun{{pkg: "./", run: "TestClaimedJobRowAsStored"}}},
 	{name: "claim-fill-wrong-worker", file: "internal/producer/claim.go",
 		old: "WorkerID: c.ClientID,", new: "WorkerID: \"\",",

@@ -165,9 +165,10 @@ func (c *Claimer) claimUnlocked(ctx context.Context, queue string, limit int) (j
 	return jobsql.CollectClaimedRows(rows, c.fill(queue))
 }
 
-// fill is what claim.sql's rows of queue leave out.
+// fill is what claim.sql's rows of queue leave out. The lease is the one
+// the claim was sent, in whole microseconds.
 func (c *Claimer) fill(queue string) jobsql.ClaimFill {
-	return jobsql.ClaimFill{Queue: queue, WorkerID: c.ClientID, Lease: c.JobLease.Truncate(time.Microsecond)}
+	return jobsql.ClaimFill{Queue: queue, WorkerID: c.ClientID, Lease: time.Duration(c.JobLease.Microseconds()) * time.Microsecond}
 }
 
 // warnLockTimeout says, at most once a minute per client, that a claim
