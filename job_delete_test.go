@@ -86,33 +86,9 @@ func TestJobDelete(t *testing.T) {
 		if len(claimed) != 1 {
 			t.Fatalf("claimed %d jobs", len(claimed))
 		}
-		one := make(chan error, 1)
-		many := make(chan *pgqueue.JobManyResult, 1)
-		go func() {
-			_, err := b.client.JobDelete(ctx, id)
-			one <- err
-		}()
-		go func() {
-			res, err := b.client.JobDeleteMany(ctx, []int64{id})
-			if err != nil {
-				t.Error(err)
-			}
-			many <- res
-		}()
-		waitFor(t, "both deletes to wait on the claim's row lock", func() bool {
-			return countRows(t, b.pool, `SELECT 1 FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'`) == 2
-		})
-		must(t, tx.Commit(ctx))
-		if err := <-one; !errors.Is(err, pgqueue.ErrJobRunning) {
-			t.Errorf("JobDelete: err = %v, want ErrJobRunning", err)
-		}
-		if res := <-many; res == nil || !slices.Equal(res.Running, []int64{id}) || len(res.Changed) != 0 {
-			t.Errorf("JobDeleteMany: %+v, want the job reported running", res)
-		}
-		after := readClaim(t, b.pool, id)
-		if after.state != "running" || *after.fence != claimed[0].Fence || !after.leaseUntil.Equal(claimed[0].LeaseUntil) {
-			t.Fatalf("claim changed: %+v, claimed with fence %d lease %v", after, claimed[0].Fence, claimed[0].LeaseUntil)
-		}
+		b.raceWithClaim(t, tx, claimed[0], id,
+			func() error { _, err := b.client.JobDelete(ctx, id); return err },
+			func() (*pgqueue.JobManyResult, error) { return b.client.JobDeleteMany(ctx, []int64{id}) })
 	})
 
 	// The same race, the claim rolled back: the job was never running,

@@ -68,6 +68,40 @@ func (b *controlBundle) mustBegin(t *testing.T) pgx.Tx {
 	return tx
 }
 
+// raceWithClaim runs one and many (a control call on job id, alone and in
+// a batch) while tx holds the claim of id, waits until both wait on the
+// claimed row, commits tx, and checks that both found the job running and
+// left the claim as it was.
+func (b *controlBundle) raceWithClaim(t *testing.T, tx pgx.Tx, claimed *pgqueue.JobRow, id int64,
+	one func() error, many func() (*pgqueue.JobManyResult, error)) {
+	t.Helper()
+	ctx := context.Background()
+	oneErr := make(chan error, 1)
+	manyRes := make(chan *pgqueue.JobManyResult, 1)
+	go func() { oneErr <- one() }()
+	go func() {
+		res, err := many()
+		if err != nil {
+			t.Error(err)
+		}
+		manyRes <- res
+	}()
+	waitFor(t, "both calls to wait on the claim's row lock", func() bool {
+		return countRows(t, b.pool, `SELECT 1 FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'`) == 2
+	})
+	must(t, tx.Commit(ctx))
+	if err := <-oneErr; !errors.Is(err, pgqueue.ErrJobRunning) {
+		t.Errorf("alone: err = %v, want ErrJobRunning", err)
+	}
+	if res := <-manyRes; res == nil || !slices.Equal(res.Running, []int64{id}) || len(res.Changed) != 0 {
+		t.Errorf("in a batch: %+v, want the job reported running", res)
+	}
+	after := readClaim(t, b.pool, id)
+	if after.state != "running" || *after.fence != claimed.Fence || !after.leaseUntil.Equal(claimed.LeaseUntil) {
+		t.Fatalf("claim changed: %+v, claimed with fence %d lease %v", after, claimed.Fence, claimed.LeaseUntil)
+	}
+}
+
 // claimOf is what a running job's holder depends on.
 type claimOf struct {
 	state      string
@@ -271,33 +305,9 @@ func TestJobRetry(t *testing.T) {
 			t.Fatalf("claimed %d jobs", len(claimed))
 		}
 
-		one := make(chan error, 1)
-		many := make(chan *pgqueue.JobManyResult, 1)
-		go func() {
-			_, err := b.client.JobRetry(ctx, id)
-			one <- err
-		}()
-		go func() {
-			res, err := b.client.JobRetryMany(ctx, []int64{id})
-			if err != nil {
-				t.Error(err)
-			}
-			many <- res
-		}()
-		waitFor(t, "both retries to wait on the claim's row lock", func() bool {
-			return countRows(t, b.pool, `SELECT 1 FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'`) == 2
-		})
-		must(t, tx.Commit(ctx))
-		if err := <-one; !errors.Is(err, pgqueue.ErrJobRunning) {
-			t.Errorf("JobRetry: err = %v, want ErrJobRunning", err)
-		}
-		if res := <-many; res == nil || !slices.Equal(res.Running, []int64{id}) || len(res.Changed) != 0 {
-			t.Errorf("JobRetryMany: %+v, want the job reported running", res)
-		}
-		after := readClaim(t, b.pool, id)
-		if after.state != "running" || *after.fence != claimed[0].Fence || !after.leaseUntil.Equal(claimed[0].LeaseUntil) {
-			t.Fatalf("claim changed: %+v, claimed with fence %d lease %v", after, claimed[0].Fence, claimed[0].LeaseUntil)
-		}
+		b.raceWithClaim(t, tx, claimed[0], id,
+			func() error { _, err := b.client.JobRetry(ctx, id); return err },
+			func() (*pgqueue.JobManyResult, error) { return b.client.JobRetryMany(ctx, []int64{id}) })
 	})
 
 	t.Run("ManySaysWhatHappenedToEachID", func(t *testing.T) {
