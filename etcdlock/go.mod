@@ -3,7 +3,6 @@ module github.com/pgqueue/pgqueue/etcdlock
 go 1.26.0
 
 require (
-	github.com/jackc/pgx/v5 v5.12.0
 	github.com/pgqueue/pgqueue v0.0.0
 	go.etcd.io/etcd/api/v3 v3.7.3
 	go.etcd.io/etcd/client/v3 v3.7.3
@@ -19,6 +18,7 @@ require (
 	github.com/jackc/pgerrcode v0.0.0-20220416144525-469b46aa5efa // indirect
 	github.com/jackc/pgpassfile v1.0.0 // indirect
 	github.com/jackc/pgservicefile v0.0.0-20240606120523-5a60cdf6a761 // indirect
+	github.com/jackc/pgx/v5 v5.12.0 // indirect
 	github.com/jackc/puddle/v2 v2.2.4 // indirect
 	github.com/moby/moby/api v1.56.1 // indirect
 	github.com/robfig/cron/v3 v3.0.1 // indirect

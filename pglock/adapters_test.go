@@ -166,15 +166,8 @@ func TestCheckFenceFileLock(t *testing.T) {
 	newer, err := f.TryLock(ctx)
 	must(t, err)
 	defer newer.Release(ctx)
-	fencedWrite := func(token int64) error {
-		tx := begin(t, pool)
-		if err := pglock.CheckFenceTx(ctx, tx, "", "report", token); err != nil {
-			return err
-		}
-		return tx.Commit(ctx)
-	}
-	must(t, fencedWrite(newer.Fence()))
-	if err := fencedWrite(old.Fence()); !errors.Is(err, pglock.ErrStaleFence) {
+	must(t, lockstest.FencedWrite(ctx, pool, newer.Fence()))
+	if err := lockstest.FencedWrite(ctx, pool, old.Fence()); !errors.Is(err, pglock.ErrStaleFence) {
 		t.Fatalf("stale file-lock holder's write = %v, want ErrStaleFence", err)
 	}
 	_ = old.Release(ctx)

@@ -1,27 +1,21 @@
 package redislock_test
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"flag"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
-
-	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/pgqueue/pgqueue/internal/pgtest"
 	"github.com/pgqueue/pgqueue/locks"
 	"github.com/pgqueue/pgqueue/locks/lockstest"
-	"github.com/pgqueue/pgqueue/pglock"
 	"github.com/pgqueue/pgqueue/redislock"
 )
 
@@ -61,7 +55,7 @@ func TestContentionAcrossProcesses(t *testing.T) {
 	skipInShortMode(t, "contention of 2 processes of 8 goroutines")
 	const rounds = 10
 	dir := t.TempDir()
-	cmd := helperCmd("contend", shared.addr, "contention", dir, strconv.Itoa(rounds))
+	cmd := lockstest.HelperCmd(roleEnv, "contend", shared.addr, "contention", dir, strconv.Itoa(rounds))
 	out := make(chan error, 1)
 	go func() {
 		b, err := cmd.CombinedOutput()
@@ -139,100 +133,23 @@ func contend(addr, name, dir string, rounds int) error {
 // TestPausedHolderFenced stops a holder (a child process) with SIGSTOP past
 // its TTL while this process takes the lock over and writes with its token.
 // Resumed, the old holder writes with its stale token: check_fence refuses
-// it; its renewal fails and its lock's context ends with ErrLost.
+// it; its renewal fails and its lock's context ends with ErrLost. The
+// scenario is lockstest.PausedHolder's.
 func TestPausedHolderFenced(t *testing.T) {
 	t.Parallel()
 	skipInShortMode(t, "a SIGSTOPped holder's writes fenced")
-	ctx := t.Context()
 	db := pgtest.DB().NewDatabase(t)
-	pool, err := pgxpool.New(ctx, db)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
-
-	cmd := helperCmd("paused", shared.addr, "paused", db)
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	r := bufio.NewReader(stdout)
-	oldFence := atoi64(t, strings.TrimPrefix(readLine(t, r), "fence "))
-
-	if err := cmd.Process.Signal(syscall.SIGSTOP); err != nil {
-		t.Fatal(err)
-	}
-	l := newLocker(t, shared, "paused", &redislock.Options{TTL: 10 * time.Second})
-	start := time.Now()
-	lock, err := l.Lock(ctx) // granted once the stopped holder's key expires
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer lock.Release(ctx)
-	t.Logf("took over after %s", time.Since(start).Round(time.Millisecond))
-	if lock.Fence() <= oldFence {
-		t.Fatalf("takeover fence %d, want > %d", lock.Fence(), oldFence)
-	}
-	if err := fencedWrite(ctx, pool, lock.Fence()); err != nil {
-		t.Fatal(err)
-	}
-
-	if err := cmd.Process.Signal(syscall.SIGCONT); err != nil {
-		t.Fatal(err)
-	}
-	fmt.Fprintln(stdin, "write")
-	if got := readLine(t, r); got != "write: stale" {
-		t.Errorf("stale holder's write: %s", got)
-	}
-	if got := readLine(t, r); got != "lost: true" {
-		t.Errorf("stale holder's lock: %s", got)
-	}
-	if got := readLine(t, r); got != "release: lost" {
-		t.Errorf("stale holder's release: %s", got)
-	}
-	if err := cmd.Wait(); err != nil {
-		t.Fatalf("child: %v", err)
-	}
-	var writer int64
-	if err := pool.QueryRow(ctx, "SELECT max(fence) FROM report").Scan(&writer); err != nil {
-		t.Fatal(err)
-	}
-	if writer != lock.Fence() {
-		t.Fatalf("report written by fence %d, want only %d", writer, lock.Fence())
-	}
+	cmd := lockstest.HelperCmd(roleEnv, "paused", shared.addr, "paused", db)
+	lockstest.PausedHolder(t, db, cmd, func(ctx context.Context) (locks.Lock, error) {
+		l := newLocker(t, shared, "paused", &redislock.Options{TTL: 10 * time.Second})
+		return l.Lock(ctx) // granted once the stopped holder's key expires
+	})
 }
 
-// fencedWrite inserts a row into report, fenced with token by check_fence.
-func fencedWrite(ctx context.Context, pool *pgxpool.Pool, token int64) error {
-	tx, err := pool.Begin(ctx)
-	if err != nil {
-		return err
-	}
-	defer tx.Rollback(ctx)
-	if _, err := tx.Exec(ctx, "CREATE TABLE IF NOT EXISTS report (fence bigint)"); err != nil {
-		return err
-	}
-	if err := pglock.CheckFenceTx(ctx, tx, "", "report", token); err != nil {
-		return err
-	}
-	if _, err := tx.Exec(ctx, "INSERT INTO report VALUES ($1)", token); err != nil {
-		return err
-	}
-	return tx.Commit(ctx)
-}
-
-// childPaused holds the lock with a 1s TTL and prints its token; after the
-// parent stopped and resumed it and said "write", it writes with that token
-// whatever its lock says, then reports the write, the loss and the release.
+// childPaused holds the lock with a 1s TTL and runs lockstest.HoldPaused:
+// after the parent stopped and resumed it and said "write", it writes with
+// its token whatever its lock says, then reports the write, the loss and
+// the release.
 func childPaused(addr, name, db string) int {
 	ctx := context.Background()
 	s := &redisServer{addr: addr}
@@ -248,34 +165,7 @@ func childPaused(addr, name, db string) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	pool, err := pgxpool.New(ctx, db)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	defer pool.Close()
-	fmt.Printf("fence %d\n", lock.Fence())
-	in := bufio.NewScanner(os.Stdin)
-	in.Scan() // "write", after SIGCONT
-	err = fencedWrite(ctx, pool, lock.Fence())
-	switch {
-	case errors.Is(err, pglock.ErrStaleFence):
-		fmt.Println("write: stale")
-	default:
-		fmt.Printf("write: %v\n", err)
-	}
-	select {
-	case <-lock.Context().Done():
-		fmt.Printf("lost: %t\n", errors.Is(context.Cause(lock.Context()), locks.ErrLost))
-	case <-time.After(10 * time.Second):
-		fmt.Println("lost: not signalled")
-	}
-	if err := lock.Release(ctx); errors.Is(err, locks.ErrLost) {
-		fmt.Println("release: lost")
-	} else {
-		fmt.Printf("release: %v\n", err)
-	}
-	return 0
+	return lockstest.HoldPaused(ctx, lock, db)
 }
 
 // TestRestartMidHold kills the Redis under a holder: a TryLock meanwhile
@@ -376,14 +266,6 @@ func TestHelperProcess(t *testing.T) {
 		code = 2
 	}
 	os.Exit(code)
-}
-
-func helperCmd(role string, args ...string) *exec.Cmd {
-	cmd := exec.Command(os.Args[0], append([]string{"-test.run=^TestHelperProcess$", "--"}, args...)...)
-	cmd.Env = append(os.Environ(), roleEnv+"="+role,
-		// Under -race a child would otherwise sleep 1s on exit.
-		"GORACE="+strings.TrimSpace(os.Getenv("GORACE")+" atexit_sleep_ms=0"))
-	return cmd
 }
 
 // noTB is the testing.TB of a child process, which has none: its Cleanup

@@ -1,7 +1,6 @@
 package redislock_test
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"net"
@@ -103,30 +102,6 @@ func privateRedis(t *testing.T) *redisServer {
 	}
 	t.Cleanup(s.close)
 	return s
-}
-
-// readLine reads one line from r, failing the test after 30s.
-func readLine(t *testing.T, r *bufio.Reader) string {
-	t.Helper()
-	type res struct {
-		s   string
-		err error
-	}
-	c := make(chan res, 1)
-	go func() {
-		s, err := r.ReadString('\n')
-		c <- res{s, err}
-	}()
-	select {
-	case r := <-c:
-		if r.err != nil {
-			t.Fatalf("read from child: %v (got %q)", r.err, r.s)
-		}
-		return r.s[:len(r.s)-1]
-	case <-time.After(30 * time.Second):
-		t.Fatal("no line from child in 30s")
-		return ""
-	}
 }
 
 func atoi64(t *testing.T, s string) int64 {

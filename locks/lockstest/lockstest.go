@@ -1,7 +1,10 @@
 // Package lockstest checks that a locks.Locker keeps the contract of
 // package locks. Every backend's tests run it, so the backends agree on
 // what busy, release, fence tokens and waiting mean; each backend tests
-// its own ways of losing a lock on its own.
+// its own ways of losing a lock on its own. The one such way that
+// backends with a TTL share, a holder paused past its lock's expiry whose
+// writes must then be fenced, is written once here too (PausedHolder and
+// HoldPaused), so redislock and etcdlock check it the same way.
 package lockstest
 
 import (
