@@ -82,10 +82,11 @@ type QueueInfo struct {
 	// UpdatedAt is when the queue was last paused or resumed; zero for a
 	// queue that never was.
 	UpdatedAt time.Time
-	// Scheduled, Available and Running count the queue's jobs in those
-	// states, exactly, as of the call. Finished jobs are not counted (see
-	// QueueList).
-	Scheduled, Available, Running int64
+	// Blocked, Scheduled, Available and Running count the queue's jobs in
+	// those states, exactly, as of the call. Blocked jobs wait for the jobs
+	// they depend on (see EnqueueOpts.DependsOn). Finished jobs are not
+	// counted (see QueueList).
+	Blocked, Scheduled, Available, Running int64
 	// OldestAvailableAt is the run_at of the queue's oldest available job:
 	// since when it has been waiting for a worker. Zero when none is
 	// available.
@@ -97,11 +98,11 @@ type QueueInfo struct {
 	Limits QueueLimits
 }
 
-// QueueList returns every queue that has a scheduled, available or running
-// job, or that was ever paused or resumed, in name order, with its pause
-// and its job counts.
+// QueueList returns every queue that has a blocked, scheduled, available
+// or running job, or that was ever paused or resumed, in name order, with
+// its pause and its job counts.
 //
-// The counts are exact and read only the partial indexes of those three
+// The counts are exact and read only the partial indexes of those four
 // states and the rows they name, so QueueList costs in proportion to the
 // backlog, not to the millions of finished jobs a table may hold. That is
 // why finished jobs are neither counted nor make a queue appear: see
@@ -127,7 +128,7 @@ func (c *Client) QueueList(ctx context.Context) ([]*QueueInfo, error) {
 	)
 	_, err = pgx.ForEachRow(rows, []any{&q.Name, &pausedAt, &updatedAt, &q.Scheduled, &q.Available, &q.Running, &oldest, &ageUS,
 		&maxRun, &maxPerKey, &rate, &periodUS, &q.Limits.Rate.PerKey, &q.Limits.PartitionBy.Kind, &q.Limits.PartitionBy.ArgsFields,
-		&q.Limits.SequenceContinue}, func() error {
+		&q.Limits.SequenceContinue, &q.Blocked}, func() error {
 		info := q
 		info.Paused, info.PausedAt, info.UpdatedAt = pausedAt.Valid, pausedAt.Time, updatedAt.Time
 		info.OldestAvailableAt = oldest.Time

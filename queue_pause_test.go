@@ -204,6 +204,13 @@ func TestQueuePause(t *testing.T) {
 		b.jobIn(t, pgqueue.StateCompleted, nil)
 		b.jobIn(t, pgqueue.StateScheduled, &pgqueue.EnqueueOpts{Queue: "mail"})
 		b.jobIn(t, pgqueue.StateDiscarded, &pgqueue.EnqueueOpts{Queue: "finished-only"})
+		// Two jobs of mail wait for a scheduled one: blocked.
+		parent := b.jobIn(t, pgqueue.StateScheduled, &pgqueue.EnqueueOpts{Queue: "mail"})
+		for range 2 {
+			_, err := b.client.Enqueue(ctx, noteArgs{}, &pgqueue.EnqueueOpts{Queue: "mail",
+				DependsOn: []pgqueue.Dependency{pgqueue.DependsOnJob(parent)}})
+			must(t, err)
+		}
 		must(t, b.client.QueuePause(ctx, "paused-empty"))
 		must(t, b.client.QueuePause(ctx, "mail"))
 		must(t, b.client.QueueResume(ctx, "mail"))
@@ -218,16 +225,16 @@ func TestQueuePause(t *testing.T) {
 			t.Fatalf("queues %v, want default, mail, paused-empty", names)
 		}
 		def, mail, empty := queues[0], queues[1], queues[2]
-		if def.Paused || def.Scheduled != 1 || def.Available != 2 || def.Running != 1 {
+		if def.Paused || def.Blocked != 0 || def.Scheduled != 1 || def.Available != 2 || def.Running != 1 {
 			t.Errorf("default: %+v, want 1 scheduled, 2 available, 1 running", def)
 		}
 		if def.OldestAvailableAt.IsZero() || def.OldestAvailableAge <= 0 || def.OldestAvailableAge > time.Minute {
 			t.Errorf("default: oldest available at %v, age %v, want a few seconds", def.OldestAvailableAt, def.OldestAvailableAge)
 		}
-		if mail.Paused || mail.UpdatedAt.IsZero() || mail.Scheduled != 1 || mail.Available != 0 || !mail.OldestAvailableAt.IsZero() {
-			t.Errorf("mail: %+v, want resumed, 1 scheduled", mail)
+		if mail.Paused || mail.UpdatedAt.IsZero() || mail.Blocked != 2 || mail.Scheduled != 2 || mail.Available != 0 || !mail.OldestAvailableAt.IsZero() {
+			t.Errorf("mail: %+v, want resumed, 2 blocked, 2 scheduled", mail)
 		}
-		if !empty.Paused || empty.PausedAt.IsZero() || empty.Scheduled+empty.Available+empty.Running != 0 {
+		if !empty.Paused || empty.PausedAt.IsZero() || empty.Blocked+empty.Scheduled+empty.Available+empty.Running != 0 {
 			t.Errorf("paused-empty: %+v, want paused, no jobs", empty)
 		}
 	})

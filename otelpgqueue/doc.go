@@ -24,7 +24,7 @@
 // and pgqueue.complete.size. A gauge of the jobs this process runs now:
 // pgqueue.jobs.running. Gauges from the maintenance leader only, every
 // pgqueue.Observer.QueuesInterval: pgqueue.queue.jobs (by queue and state:
-// scheduled, available, running), pgqueue.queue.oldest_available_age and
+// blocked, scheduled, available, running), pgqueue.queue.oldest_available_age and
 // pgqueue.queue.paused. They come from Client.QueueList, which counts from
 // partial indexes over the live states; finished jobs are not gauged
 // (count them with the counters' rates: a gauge over completed rows would

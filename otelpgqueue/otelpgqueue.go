@@ -222,7 +222,7 @@ func New(cfg *Config) (*Instrumentation, error) {
 	in.writeSize = size("pgqueue.complete.size", "Results written by each batch statement.")
 
 	jobs, err := meter.Int64ObservableGauge("pgqueue.queue.jobs", metric.WithUnit("{job}"),
-		metric.WithDescription("Unfinished jobs per queue and state (scheduled, available, running), reported by the maintenance leader only."))
+		metric.WithDescription("Unfinished jobs per queue and state (blocked, scheduled, available, running), reported by the maintenance leader only."))
 	errs = append(errs, err)
 	age, err := meter.Float64ObservableGauge("pgqueue.queue.oldest_available_age", metric.WithUnit("s"),
 		metric.WithDescription("How long the oldest available job of each queue has waited; 0 when none waits. Reported by the maintenance leader only."))
@@ -261,6 +261,7 @@ func New(cfg *Config) (*Instrumentation, error) {
 		in.mu.Unlock()
 		for _, q := range slices.Concat(qs, gone) {
 			queue := attribute.String("queue", q.Name)
+			o.ObserveInt64(jobs, q.Blocked, metric.WithAttributes(queue, attribute.String("state", "blocked")))
 			o.ObserveInt64(jobs, q.Scheduled, metric.WithAttributes(queue, attribute.String("state", "scheduled")))
 			o.ObserveInt64(jobs, q.Available, metric.WithAttributes(queue, attribute.String("state", "available")))
 			o.ObserveInt64(jobs, q.Running, metric.WithAttributes(queue, attribute.String("state", "running")))

@@ -202,7 +202,7 @@ func checkScrape(t *testing.T, families map[string]*dto.MetricFamily, jobs uint6
 		queue, state string
 		want         float64
 	}{
-		{"later", "scheduled", 1}, {"later", "available", 0}, {"later", "running", 0},
+		{"later", "blocked", 0}, {"later", "scheduled", 1}, {"later", "available", 0}, {"later", "running", 0},
 	} {
 		if n, ok := value(families["pgqueue_queue_jobs"], map[string]string{"queue": q.queue, "state": q.state}); !ok || n != q.want {
 			t.Errorf("pgqueue_queue_jobs{queue=%q,state=%q} = %v (present %v), want %v", q.queue, q.state, n, ok, q.want)

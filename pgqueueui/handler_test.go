@@ -199,8 +199,8 @@ func TestOverview(t *testing.T) {
 		t.Fatalf("GET /: %d\n%s", status, body)
 	}
 	mustContain(t, "overview", body,
-		`<tr data-queue="email">`, `href="/jobs?queue=email"`, `<td class="n">0</td><td class="n">2</td><td class="n">0</td>`,
-		`<tr data-queue="reports">`, `<td class="n">1</td><td class="n">0</td><td class="n">0</td>`,
+		`<tr data-queue="email">`, `href="/jobs?queue=email"`, `<td class="n">0</td><td class="n">0</td><td class="n">2</td><td class="n">0</td>`,
+		`<tr data-queue="reports">`, `<td class="n">0</td><td class="n">1</td><td class="n">0</td><td class="n">0</td>`,
 		`href="/queues/pause?name=email"`, `data-refresh="/fragment/overview"`, `src="/static/app.js"`,
 		// The cancelled job finished this minute.
 		`1 jobs finished in the last 60 minutes`,

@@ -93,6 +93,13 @@ func TestWorkflowPage(t *testing.T) {
 	mustContain(t, "blocked jobs", body, `<option value="blocked" selected>`, fmt.Sprintf(`<tr data-id="%d"`, report), fmt.Sprintf(`<tr data-id="%d"`, last))
 	mustNotContain(t, "blocked jobs", body, fmt.Sprintf(`<tr data-id="%d"`, a))
 
+	// The overview and the queue's page count the blocked jobs.
+	_, body = e.get("/")
+	mustContain(t, "overview", body, `<th class="n">Blocked</th>`,
+		`<td class="n">2</td><td class="n">0</td><td class="n">3</td><td class="n">0</td>`)
+	_, body = e.get("/queue/default")
+	mustContain(t, "queue page", body, "2 blocked, 0 scheduled, 3 available, 0 running")
+
 	// The lookup: a form that goes to the page, and the newest workflows.
 	status, body = e.get("/workflows")
 	if status != http.StatusOK {

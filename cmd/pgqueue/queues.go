@@ -86,6 +86,7 @@ type queueJSON struct {
 	Name                 string     `json:"name"`
 	Paused               bool       `json:"paused"`
 	PausedAt             *time.Time `json:"paused_at"`
+	Blocked              int64      `json:"blocked"`
 	Scheduled            int64      `json:"scheduled"`
 	Available            int64      `json:"available"`
 	Running              int64      `json:"running"`
@@ -95,7 +96,7 @@ type queueJSON struct {
 }
 
 func newQueueJSON(q *pgqueue.QueueInfo) queueJSON {
-	out := queueJSON{Name: q.Name, Paused: q.Paused, Scheduled: q.Scheduled, Available: q.Available,
+	out := queueJSON{Name: q.Name, Paused: q.Paused, Blocked: q.Blocked, Scheduled: q.Scheduled, Available: q.Available,
 		Running: q.Running, OldestAvailableAgeMS: q.OldestAvailableAge.Milliseconds(), Limits: newLimitsJSON(q.Limits)}
 	if q.Paused {
 		out.PausedAt = &q.PausedAt
@@ -143,9 +144,9 @@ func queuesList(ctx context.Context, args []string, stdout io.Writer) error {
 		}
 		return writeJSON(stdout, out)
 	}
-	t := newTable(stdout, "QUEUE", "PAUSED", "SCHEDULED", "AVAILABLE", "RUNNING", "OLDEST AVAILABLE", "LIMITS")
+	t := newTable(stdout, "QUEUE", "PAUSED", "BLOCKED", "SCHEDULED", "AVAILABLE", "RUNNING", "OLDEST AVAILABLE", "LIMITS")
 	for _, q := range qs {
-		t.row(q.Name, yesNo(q.Paused), strconv.FormatInt(q.Scheduled, 10), strconv.FormatInt(q.Available, 10),
+		t.row(q.Name, yesNo(q.Paused), strconv.FormatInt(q.Blocked, 10), strconv.FormatInt(q.Scheduled, 10), strconv.FormatInt(q.Available, 10),
 			strconv.FormatInt(q.Running, 10), age(q.OldestAvailableAge), truncate(compactLimits(q.Limits), 120))
 	}
 	t.flush()

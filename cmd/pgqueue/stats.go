@@ -185,14 +185,14 @@ func readStats(ctx context.Context, pool *pgxpool.Pool, client *pgqueue.Client, 
 }
 
 func printStats(w io.Writer, s *statsJSON) {
-	t := newTable(w, "QUEUE", "PAUSED", "SCHEDULED", "AVAILABLE", "RUNNING", "OLDEST AVAILABLE",
+	t := newTable(w, "QUEUE", "PAUSED", "BLOCKED", "SCHEDULED", "AVAILABLE", "RUNNING", "OLDEST AVAILABLE",
 		"COMPLETED 1m/1h", "DISCARDED 1m/1h", "CANCELLED 1m/1h")
 	for _, q := range s.Queues {
 		fin := func(state string) string {
 			c := q.Finished[state]
 			return fmt.Sprintf("%d/%d", c.LastMinute, c.LastHour)
 		}
-		t.row(q.Name, yesNo(q.Paused), strconv.FormatInt(q.Scheduled, 10), strconv.FormatInt(q.Available, 10),
+		t.row(q.Name, yesNo(q.Paused), strconv.FormatInt(q.Blocked, 10), strconv.FormatInt(q.Scheduled, 10), strconv.FormatInt(q.Available, 10),
 			strconv.FormatInt(q.Running, 10), age(time.Duration(q.OldestAvailableAgeMS)*time.Millisecond),
 			fin("completed"), fin("discarded"), fin("cancelled"))
 	}

@@ -46,6 +46,22 @@ func TestWorkflowsShow(t *testing.T) {
 		t.Fatalf("--json: %s", out)
 	}
 
+	// The queue's counts show the blocked jobs too.
+	out = cli(t, exitOK, append([]string{"queues", "list"}, db...)...)
+	contains(t, out, "BLOCKED")
+	out = cli(t, exitOK, append([]string{"queues", "list", "--json"}, db...)...)
+	var qs []queueJSON
+	must(t, json.Unmarshal([]byte(out), &qs))
+	if len(qs) != 1 || qs[0].Blocked != 2 || qs[0].Available != 1 {
+		t.Errorf("queues list --json: %s", out)
+	}
+	out = cli(t, exitOK, append([]string{"stats", "--json"}, db...)...)
+	var s statsJSON
+	must(t, json.Unmarshal([]byte(out), &s))
+	if len(s.Queues) != 1 || s.Queues[0].Blocked != 2 {
+		t.Errorf("stats --json: %s", out)
+	}
+
 	// The first job cancelled cancels the second (policy cancel), and the
 	// second the third (which would have waited for the first alone).
 	// Retrying the first from the CLI brings both back.

@@ -1,11 +1,15 @@
--- queue_list: every queue that has a scheduled, available or running job or
--- a row in queues, with its pause, its flow limits and the count of its jobs in those three
--- states, exact at the statement's snapshot. Each count reads only its
--- state's partial index (jobs_fetch_idx, jobs_scheduled_idx,
--- jobs_running_idx) and the rows it names, so the cost grows with the
--- backlog, never with the finished jobs. The oldest available job's run_at
+-- queue_list: every queue that has a blocked, scheduled, available or
+-- running job or a row in queues, with its pause, its flow limits and the
+-- count of its jobs in those four states, exact at the statement's
+-- snapshot. Each count reads only its state's partial index
+-- (jobs_blocked_idx, jobs_fetch_idx, jobs_scheduled_idx, jobs_running_idx)
+-- and the rows it names, so the cost grows with the backlog, never with
+-- the finished jobs. The oldest available job's run_at
 -- comes from the same pass, with its age by the database clock.
-WITH available AS (
+WITH blocked AS (
+    SELECT queue, count(*) AS n
+    FROM {{schema}}.jobs WHERE state = 'blocked' GROUP BY queue
+), available AS (
     SELECT queue, count(*) AS n, min(run_at) AS oldest
     FROM {{schema}}.jobs WHERE state = 'available' GROUP BY queue
 ), scheduled AS (
@@ -16,6 +20,7 @@ WITH available AS (
     FROM {{schema}}.jobs WHERE state = 'running' GROUP BY queue
 ), names AS (
     SELECT queue AS name FROM available
+    UNION SELECT queue FROM blocked
     UNION SELECT queue FROM scheduled
     UNION SELECT queue FROM running
     UNION SELECT name FROM {{schema}}.queues
@@ -31,9 +36,11 @@ SELECT n.name, q.paused_at, q.updated_at,
        a.oldest, (extract(epoch FROM now() - a.oldest) * 1000000)::bigint,
        q.max_running, q.max_running_per_key, q.rate_limit, q.rate_period_us,
        coalesce(q.rate_per_key, false), coalesce(q.partition_by_kind, false),
-       coalesce(q.partition_by_args, '{}'), coalesce(q.sequence_continue, false)
+       coalesce(q.partition_by_args, '{}'), coalesce(q.sequence_continue, false),
+       coalesce(b.n, 0)
 FROM names n
 LEFT JOIN limits q ON q.name = n.name
+LEFT JOIN blocked b ON b.queue = n.name
 LEFT JOIN scheduled s ON s.queue = n.name
 LEFT JOIN available a ON a.queue = n.name
 LEFT JOIN running r ON r.queue = n.name

@@ -1,0 +1,1 @@
+DROP INDEX {{schema}}.jobs_blocked_idx;
