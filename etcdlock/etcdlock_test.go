@@ -15,6 +15,7 @@ import (
 	"github.com/pgqueue/pgqueue/internal/pgtest"
 	"github.com/pgqueue/pgqueue/locks"
 	"github.com/pgqueue/pgqueue/locks/lockstest"
+	"github.com/pgqueue/pgqueue/pglock/fencetest"
 )
 
 // Child processes are this test binary run again with -test.run selecting
@@ -118,19 +119,19 @@ func TestServerKilled(t *testing.T) {
 // its session's TTL, while this process takes the lock over and writes with
 // its token. Resumed, the old holder writes with its stale token:
 // check_fence refuses it; its lease is gone and its lock's context ends
-// with ErrLost. The scenario is lockstest.PausedHolder's.
+// with ErrLost. The scenario is fencetest.PausedHolder's.
 func TestPausedHolderFenced(t *testing.T) {
 	t.Parallel()
 	db := pgtest.DB().NewDatabase(t)
 	cmd := lockstest.HelperCmd(roleEnv, "paused", shared.endpoint, "paused", db)
-	lockstest.PausedHolder(t, db, cmd, func(ctx context.Context) (locks.Lock, error) {
+	fencetest.PausedHolder(t, db, cmd, func(ctx context.Context) (locks.Lock, error) {
 		l := newLocker(t, shared.client(t), "paused", 10*time.Second)
 		return l.Lock(ctx) // granted once the stopped holder's lease expires
 	})
 }
 
 // childPaused holds the lock on a 2s session (etcd's shortest lease) and
-// runs lockstest.HoldPaused: after the parent stopped and resumed it and
+// runs fencetest.HoldPaused: after the parent stopped and resumed it and
 // said "write", it writes with its token whatever its lock says, then
 // reports the write, the loss and the release.
 func childPaused(endpoint, name, db string) int {
@@ -151,7 +152,7 @@ func childPaused(endpoint, name, db string) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	return lockstest.HoldPaused(ctx, lock, db)
+	return fencetest.HoldPaused(ctx, lock, db)
 }
 
 // TestHelperProcess is not a test: it is the body of the child processes

@@ -13,6 +13,7 @@ import (
 	"github.com/pgqueue/pgqueue/locks"
 	"github.com/pgqueue/pgqueue/locks/lockstest"
 	"github.com/pgqueue/pgqueue/pglock"
+	"github.com/pgqueue/pgqueue/pglock/fencetest"
 )
 
 func TestSessionLockerContract(t *testing.T) {
@@ -166,8 +167,8 @@ func TestCheckFenceFileLock(t *testing.T) {
 	newer, err := f.TryLock(ctx)
 	must(t, err)
 	defer newer.Release(ctx)
-	must(t, lockstest.FencedWrite(ctx, pool, newer.Fence()))
-	if err := lockstest.FencedWrite(ctx, pool, old.Fence()); !errors.Is(err, pglock.ErrStaleFence) {
+	must(t, fencetest.FencedWrite(ctx, pool, newer.Fence()))
+	if err := fencetest.FencedWrite(ctx, pool, old.Fence()); !errors.Is(err, pglock.ErrStaleFence) {
 		t.Fatalf("stale file-lock holder's write = %v, want ErrStaleFence", err)
 	}
 	_ = old.Release(ctx)

@@ -16,6 +16,7 @@ import (
 	"github.com/pgqueue/pgqueue/internal/pgtest"
 	"github.com/pgqueue/pgqueue/locks"
 	"github.com/pgqueue/pgqueue/locks/lockstest"
+	"github.com/pgqueue/pgqueue/pglock/fencetest"
 	"github.com/pgqueue/pgqueue/redislock"
 )
 
@@ -134,19 +135,19 @@ func contend(addr, name, dir string, rounds int) error {
 // its TTL while this process takes the lock over and writes with its token.
 // Resumed, the old holder writes with its stale token: check_fence refuses
 // it; its renewal fails and its lock's context ends with ErrLost. The
-// scenario is lockstest.PausedHolder's.
+// scenario is fencetest.PausedHolder's.
 func TestPausedHolderFenced(t *testing.T) {
 	t.Parallel()
 	skipInShortMode(t, "a SIGSTOPped holder's writes fenced")
 	db := pgtest.DB().NewDatabase(t)
 	cmd := lockstest.HelperCmd(roleEnv, "paused", shared.addr, "paused", db)
-	lockstest.PausedHolder(t, db, cmd, func(ctx context.Context) (locks.Lock, error) {
+	fencetest.PausedHolder(t, db, cmd, func(ctx context.Context) (locks.Lock, error) {
 		l := newLocker(t, shared, "paused", &redislock.Options{TTL: 10 * time.Second})
 		return l.Lock(ctx) // granted once the stopped holder's key expires
 	})
 }
 
-// childPaused holds the lock with a 1s TTL and runs lockstest.HoldPaused:
+// childPaused holds the lock with a 1s TTL and runs fencetest.HoldPaused:
 // after the parent stopped and resumed it and said "write", it writes with
 // its token whatever its lock says, then reports the write, the loss and
 // the release.
@@ -165,7 +166,7 @@ func childPaused(addr, name, db string) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	return lockstest.HoldPaused(ctx, lock, db)
+	return fencetest.HoldPaused(ctx, lock, db)
 }
 
 // TestRestartMidHold kills the Redis under a holder: a TryLock meanwhile

@@ -1,10 +1,9 @@
 // Package lockstest checks that a locks.Locker keeps the contract of
 // package locks. Every backend's tests run it, so the backends agree on
 // what busy, release, fence tokens and waiting mean; each backend tests
-// its own ways of losing a lock on its own. The one such way that
-// backends with a TTL share, a holder paused past its lock's expiry whose
-// writes must then be fenced, is written once here too (PausedHolder and
-// HoldPaused), so redislock and etcdlock check it the same way.
+// its own ways of losing a lock on its own (the one that backends with a
+// TTL share, a holder paused past its lock's expiry, is written once in
+// package pglock/fencetest; HelperCmd starts such tests' child processes).
 package lockstest
 
 import (

@@ -1,4 +1,11 @@
-package lockstest
+// Package fencetest checks that a lock backend's fence tokens protect a
+// store: a holder paused past its lock's expiry (SIGSTOP), whose lock
+// another process took over meanwhile, must find its write refused by
+// PostgreSQL's check_fence (pglock.CheckFenceTx) once resumed, and its
+// lock reported lost. redislock and etcdlock run the same scenario
+// through PausedHolder (the parent) and HoldPaused (the child); pglock's
+// own tests use FencedWrite.
+package fencetest
 
 import (
 	"bufio"
@@ -154,18 +161,6 @@ func FencedWrite(ctx context.Context, pool *pgxpool.Pool, token int64) error {
 		return err
 	}
 	return tx.Commit(ctx)
-}
-
-// HelperCmd returns a command that runs this test binary again as a child
-// process: -test.run selects TestHelperProcess, roleEnv=role in its
-// environment says what to do, and args follow "--" (flag.Args in the
-// child).
-func HelperCmd(roleEnv, role string, args ...string) *exec.Cmd {
-	cmd := exec.Command(os.Args[0], append([]string{"-test.run=^TestHelperProcess$", "--"}, args...)...)
-	cmd.Env = append(os.Environ(), roleEnv+"="+role,
-		// Under -race a child would otherwise sleep 1s on exit.
-		"GORACE="+strings.TrimSpace(os.Getenv("GORACE")+" atexit_sleep_ms=0"))
-	return cmd
 }
 
 // readLine reads one line from r, failing the test after 30s.
