@@ -217,6 +217,10 @@ var mutants = []mutant{
 	{name: "prune-ignores-waiting-children", file: "internal/jobsql/sql/prune.sql",
 		old: "      AND (has_children IS NOT TRUE OR NOT EXISTS (", new: "      AND (true OR NOT EXISTS (",
 		tests: []testRun{{pkg: "./", run: "TestWorkflowPrune"}}},
+	// QueueList counts blocked jobs.
+	{name: "queue_list-misses-blocked", file: "internal/jobsql/sql/queue_list.sql",
+		old: "    FROM {{schema}}.jobs WHERE state = 'blocked' GROUP BY queue", new: "    FROM {{schema}}.jobs WHERE state = 'blocked' AND false GROUP BY queue",
+		tests: []testRun{{pkg: "./", run: "TestQueuePause/QueueListCountsTheBacklog|TestQueueListReadsOnlyTheBacklog"}}},
 	// Only a fenced completion releases dependents. The
 	// mutant settles the refused completions of a batch too (the jobs
 	// that had dependents when the statement began), besides the ones
