@@ -4,6 +4,8 @@
 // its own ways of losing a lock on its own (the one that backends with a
 // TTL share, a holder paused past its lock's expiry, is written once in
 // package pglock/fencetest; HelperCmd starts such tests' child processes).
+// It may import package locks and the standard library alone, so that no
+// backend is tied to another.
 package lockstest
 
 import (

@@ -4,7 +4,8 @@
 // PostgreSQL's check_fence (pglock.CheckFenceTx) once resumed, and its
 // lock reported lost. redislock and etcdlock run the same scenario
 // through PausedHolder (the parent) and HoldPaused (the child); pglock's
-// own tests use FencedWrite.
+// own tests use FencedWrite. It may import locks, pglock and pgx; only
+// tests import it.
 package fencetest
 
 import (
