@@ -156,13 +156,20 @@ type Scanner struct {
 	blockSize                                  int
 	byteBlock                                  []byte
 
+	v    scanned
+	dest []any
+}
+
+// scanned holds what pgx's scan writes of a row before it is moved into
+// the JobRow: one value, so that it is emptied at once for a result that
+// leaves columns out.
+type scanned struct {
 	state                                string
 	fence                                pgtype.Int8
 	leaseUntil, attemptedAt, finalizedAt pgtype.Timestamptz
 	workerID, singleton                  pgtype.Text
 	partition, sequence                  pgtype.Text
 	errs                                 []byte
-	dest                                 []any
 }
 
 func (s *Scanner) Scan(row pgx.CollectableRow) (*pgqueuetype.JobRow, error) {
@@ -181,16 +188,14 @@ func (s *Scanner) ScanFlagged(row pgx.CollectableRow) (flag bool, _ *pgqueuetype
 // claimedColumns), the others left zero.
 func (s *Scanner) scanRow(row pgx.Row, columns []int, lead ...any) (*pgqueuetype.JobRow, error) {
 	j := &pgqueuetype.JobRow{}
-	all := [len(jobColumnOIDs)]any{&j.ID, &j.Queue, &j.Kind, &j.EncodedArgs, &j.Priority, &s.state, &j.Attempt, &j.MaxAttempts,
-		&j.RunAt, &s.fence, &s.leaseUntil, &s.workerID, &s.errs, &j.Tags, &j.Meta,
-		&j.CreatedAt, &s.attemptedAt, &s.finalizedAt, &s.singleton, &s.partition, &s.sequence}
+	all := [len(jobColumnOIDs)]any{&j.ID, &j.Queue, &j.Kind, &j.EncodedArgs, &j.Priority, &s.v.state, &j.Attempt, &j.MaxAttempts,
+		&j.RunAt, &s.v.fence, &s.v.leaseUntil, &s.v.workerID, &s.v.errs, &j.Tags, &j.Meta,
+		&j.CreatedAt, &s.v.attemptedAt, &s.v.finalizedAt, &s.v.singleton, &s.v.partition, &s.v.sequence}
 	s.dest = append(s.dest[:0], lead...)
 	if columns == nil {
 		s.dest = append(s.dest, all[:]...)
 	} else {
-		s.state, s.fence, s.errs = "", pgtype.Int8{}, nil
-		s.leaseUntil, s.attemptedAt, s.finalizedAt = pgtype.Timestamptz{}, pgtype.Timestamptz{}, pgtype.Timestamptz{}
-		s.workerID, s.singleton, s.partition, s.sequence = pgtype.Text{}, pgtype.Text{}, pgtype.Text{}, pgtype.Text{}
+		s.v = scanned{}
 		for _, c := range columns {
 			s.dest = append(s.dest, all[c])
 		}
@@ -198,21 +203,21 @@ func (s *Scanner) scanRow(row pgx.Row, columns []int, lead ...any) (*pgqueuetype
 	if err := row.Scan(s.dest...); err != nil {
 		return nil, err
 	}
-	j.State = pgqueuetype.JobState(s.state)
-	j.Fence = s.fence.Int64
-	j.LeaseUntil, j.AttemptedAt, j.FinalizedAt = s.leaseUntil.Time, s.attemptedAt.Time, s.finalizedAt.Time
-	j.WorkerID, j.SingletonKey = s.workerID.String, s.singleton.String
-	j.PartitionKey, j.SequenceKey = s.partition.String, s.sequence.String
+	j.State = pgqueuetype.JobState(s.v.state)
+	j.Fence = s.v.fence.Int64
+	j.LeaseUntil, j.AttemptedAt, j.FinalizedAt = s.v.leaseUntil.Time, s.v.attemptedAt.Time, s.v.finalizedAt.Time
+	j.WorkerID, j.SingletonKey = s.v.workerID.String, s.v.singleton.String
+	j.PartitionKey, j.SequenceKey = s.v.partition.String, s.v.sequence.String
 	if j.Tags == nil {
 		j.Tags = []string{}
 	}
 	if j.Meta == nil {
 		j.Meta = []byte(emptyMeta)
 	}
-	if len(s.errs) == 0 || string(s.errs) == "[]" { // most rows: skip the decoder
+	if len(s.v.errs) == 0 || string(s.v.errs) == "[]" { // most rows: skip the decoder
 		return j, nil
 	}
-	if err := json.Unmarshal(s.errs, &j.Errors); err != nil {
+	if err := json.Unmarshal(s.v.errs, &j.Errors); err != nil {
 		return nil, fmt.Errorf("decode errors of job %d: %w", j.ID, err)
 	}
 	return j, nil
