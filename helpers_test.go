@@ -157,7 +157,7 @@ func readJob(t *testing.T, pool *pgxpool.Pool, id int64) jobState {
 	t.Helper()
 	var s jobState
 	err := pool.QueryRow(context.Background(), `
-		SELECT state, attempt, fence, run_at, attempted_at,
+		SELECT pgqueue.job_state(state, gate_id, queue), attempt, fence, run_at, attempted_at,
 		       coalesce((SELECT array_agg(e->>'error') FROM jsonb_array_elements(errors) e), '{}'),
 		       coalesce((SELECT array_agg(coalesce(e->>'trace', '')) FROM jsonb_array_elements(errors) e), '{}')
 		FROM pgqueue.jobs WHERE id = $1`, id).Scan(&s.state, &s.attempt, &s.fence, &s.runAt, &s.attempts, &s.errors, &s.traces)

@@ -204,7 +204,7 @@ func TestWorkflowDependencies(t *testing.T) {
 				t.Errorf("%s in a transaction: %v, want %v", tc.name, err, tc.want)
 			}
 			var n int
-			must(t, tx.QueryRow(ctx, "SELECT (SELECT count(*) FROM pgqueue.jobs) + (SELECT count(*) FROM pgqueue.job_deps)").Scan(&n))
+			must(t, tx.QueryRow(ctx, "SELECT (SELECT count(*) FROM pgqueue.jobs) + (SELECT count(*) FROM pgqueue.job_deps) + (SELECT count(*) FROM pgqueue.job_gates)").Scan(&n))
 			must(t, tx.Rollback(ctx))
 			if n != 1 {
 				t.Errorf("%s: %d jobs and edges after a refused batch, want the 1 job there before", tc.name, n)
@@ -378,7 +378,7 @@ func TestWorkflowFencedRelease(t *testing.T) {
 		must(t, err)
 		must(t, b.client.CompleteTx(ctx, tx, jobs[0]))
 		var inTx string
-		must(t, tx.QueryRow(ctx, "SELECT state FROM pgqueue.jobs WHERE id = $1", child).Scan(&inTx))
+		must(t, tx.QueryRow(ctx, "SELECT pgqueue.job_state(state, gate_id, queue) FROM pgqueue.jobs WHERE id = $1", child).Scan(&inTx))
 		b.wantStates(t, []int64{child}, "blocked") // not committed
 		must(t, tx.Rollback(ctx))
 		if inTx != "available" {
@@ -491,6 +491,31 @@ func TestWorkflowFailurePolicy(t *testing.T) {
 		return f
 	}
 
+	// The same through dependency edges (a parent in the table, a child
+	// of two parents), not gates: a discarded parent cancels its child,
+	// and that child's own.
+	t.Run("DiscardedParentCancelsThroughEdges", func(t *testing.T) {
+		t.Parallel()
+		b := setupWorkflow(t)
+		p, err := b.client.Enqueue(ctx, noteArgs{N: 0}, nil)
+		must(t, err)
+		res, err := b.client.EnqueueMany(ctx, []pgqueue.EnqueueManyParams{
+			{Args: noteArgs{N: 1}, Opts: &pgqueue.EnqueueOpts{Name: "c", DependsOn: []pgqueue.Dependency{pgqueue.DependsOnJob(p.ID)}}},
+			dependent(2, pgqueue.DependsOnName("c"), pgqueue.DependsOnJob(p.ID)),
+		})
+		must(t, err)
+		var edges int
+		must(t, b.pool.QueryRow(ctx, "SELECT count(*) FROM pgqueue.job_deps").Scan(&edges))
+		if edges != 3 {
+			t.Fatalf("%d edges, want 3", edges)
+		}
+		jobs := b.claim(t)
+		if took, err := pgqueue.Finish(ctx, b.client, jobs[0], "discard", 0); err != nil || !took {
+			t.Fatalf("discard: %v %v", took, err)
+		}
+		b.wantStates(t, append([]int64{p.ID}, res.IDs...), "discarded", "cancelled", "cancelled")
+	})
+
 	t.Run("DiscardedParent", func(t *testing.T) {
 		t.Parallel()
 		b := setupWorkflow(t)
@@ -588,7 +613,7 @@ func TestWorkflowFailurePolicy(t *testing.T) {
 		must(t, err)
 		b.wantStates(t, ids[2:], "available")
 		var edges int
-		must(t, b.pool.QueryRow(ctx, "SELECT count(*) FROM pgqueue.job_deps").Scan(&edges))
+		must(t, b.pool.QueryRow(ctx, "SELECT (SELECT count(*) FROM pgqueue.job_edges) + (SELECT count(*) FROM pgqueue.job_gates)").Scan(&edges))
 		if edges != 0 {
 			t.Fatalf("%d edges left after their parents were deleted", edges)
 		}
@@ -606,20 +631,25 @@ func TestWorkflowPrune(t *testing.T) {
 	res, err := b.client.EnqueueMany(ctx, []pgqueue.EnqueueManyParams{
 		dependent(0), dependent(1, pgqueue.DependsOnIndex(0)), // a chain, both to complete
 		dependent(2), dependent(3, pgqueue.DependsOnIndex(2).OnFailure(pgqueue.ParentFailureWait)), // a parent to discard, its child waiting
+		dependent(4), dependent(5, pgqueue.DependsOnIndex(4)), // the same behind a gate: its child cancelled, then retried
 	})
 	must(t, err)
 	ids := res.IDs
+	_, err = b.client.JobCancel(ctx, ids[5])
+	must(t, err)
 	for range 2 {
 		for _, j := range b.claim(t) {
 			op := "complete"
-			if j.ID == ids[2] {
+			if j.ID == ids[2] || j.ID == ids[4] {
 				op = "discard"
 			}
 			_, err := pgqueue.Finish(ctx, b.client, j, op, 0)
 			must(t, err)
 		}
 	}
-	b.wantStates(t, ids, "completed", "completed", "discarded", "blocked")
+	_, err = b.client.JobRetry(ctx, ids[5]) // back behind its parent's closed gate
+	must(t, err)
+	b.wantStates(t, ids, "completed", "completed", "discarded", "blocked", "discarded", "blocked")
 	old := func() {
 		_, err := b.pool.Exec(ctx, "UPDATE pgqueue.jobs SET finalized_at = now() - interval '8 days' WHERE finalized_at IS NOT NULL")
 		must(t, err)
@@ -628,22 +658,26 @@ func TestWorkflowPrune(t *testing.T) {
 	startPruner(t, b.pool, &pgqueue.Config{PruneInterval: 50 * time.Millisecond})
 	waitFor(t, "the chain pruned", func() bool { return countJobs(t, b.pool, "id = ANY($1)", ids[:2]) == 0 })
 	time.Sleep(300 * time.Millisecond) // more runs
-	if n := countJobs(t, b.pool, "id = ANY($1)", ids[2:]); n != 2 {
-		t.Fatalf("%d of the discarded parent and its waiting child left, want both", n)
+	if n := countJobs(t, b.pool, "id = ANY($1)", ids[2:]); n != 4 {
+		t.Fatalf("%d of the discarded parents and their waiting children left, want all 4", n)
 	}
 	var dangling, edges int
 	check := func() {
 		t.Helper()
 		must(t, b.pool.QueryRow(ctx, `
-			SELECT count(*) FILTER (WHERE p.id IS NULL OR c.id IS NULL), count(*)
-			FROM pgqueue.job_deps d LEFT JOIN pgqueue.jobs p ON p.id = d.parent_id LEFT JOIN pgqueue.jobs c ON c.id = d.child_id`).Scan(&dangling, &edges))
+			SELECT (SELECT count(*) FROM pgqueue.job_deps d
+			        WHERE NOT EXISTS (SELECT 1 FROM pgqueue.jobs p WHERE p.id = d.parent_id)
+			           OR NOT EXISTS (SELECT 1 FROM pgqueue.jobs c WHERE c.id = d.child_id))
+			     + (SELECT count(*) FROM pgqueue.job_gates g
+			        WHERE NOT EXISTS (SELECT 1 FROM pgqueue.jobs p WHERE p.id = g.parent_id)),
+			       (SELECT count(*) FROM pgqueue.job_edges)`).Scan(&dangling, &edges))
 	}
 	check()
-	if dangling != 0 || edges != 1 {
-		t.Fatalf("%d edges, %d dangling; want the waiting one only", edges, dangling)
+	if dangling != 0 || edges != 2 {
+		t.Fatalf("%d edges, %d dangling; want the waiting ones only", edges, dangling)
 	}
-	// The waiting child is cancelled: nothing waits any more, and both go.
-	_, err = b.client.JobCancel(ctx, ids[3])
+	// The waiting children are cancelled: nothing waits any more, and all go.
+	_, err = b.client.JobCancelMany(ctx, []int64{ids[3], ids[5]})
 	must(t, err)
 	old()
 	waitFor(t, "the rest pruned", func() bool { return countJobs(t, b.pool, "true") == 0 })
@@ -708,7 +742,7 @@ func TestWorkflowRun(t *testing.T) {
 	// Every job started after all its parents completed.
 	var early int
 	must(t, pool.QueryRow(ctx, `
-		SELECT count(*) FROM pgqueue.job_deps d JOIN pgqueue.jobs p ON p.id = d.parent_id JOIN pgqueue.jobs c ON c.id = d.child_id
+		SELECT count(*) FROM pgqueue.job_edges d JOIN pgqueue.jobs p ON p.id = d.parent_id JOIN pgqueue.jobs c ON c.id = d.child_id
 		WHERE c.attempted_at < p.finalized_at`).Scan(&early))
 	if early != 0 {
 		t.Fatalf("%d jobs started before a parent completed", early)
@@ -742,7 +776,7 @@ func TestWorkflowReleaseWakesProducer(t *testing.T) {
 	var slowest float64
 	must(t, pool.QueryRow(ctx, `
 		SELECT max(extract(epoch FROM c.attempted_at - p.finalized_at))
-		FROM pgqueue.job_deps d JOIN pgqueue.jobs p ON p.id = d.parent_id JOIN pgqueue.jobs c ON c.id = d.child_id
+		FROM pgqueue.job_edges d JOIN pgqueue.jobs p ON p.id = d.parent_id JOIN pgqueue.jobs c ON c.id = d.child_id
 		WHERE c.id = ANY ($1)`, res.IDs).Scan(&slowest))
 	// Seconds at most under the heaviest load; without the wake-up, an hour.
 	if slowest > 10 {

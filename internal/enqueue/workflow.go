@@ -161,6 +161,10 @@ func (w *Writer) Workflow(ctx context.Context, tx pgx.Tx, src Source) (Result, e
 	var parentIDs, childIDs []int64
 	var policies []string
 	var resolved []bool
+	gates := make([]*int64, n)
+	var gateParents []int64
+	var gateQueues []string
+	gateSeen := map[wfGate]bool{}
 	for _, i := range order {
 		if len(edges[i]) == 0 {
 			continue
@@ -193,13 +197,23 @@ func (w *Writer) Workflow(ctx context.Context, tx pgx.Tx, src Source) (Result, e
 			if !done {
 				count++
 			}
+			if len(edges[i]) == 1 && e.inBatch && count == 1 && !cancelled[i] && gateable(&jobs[i], e.policy) {
+				// Its gate is its edge (migrations/000018_workflow_gates.up.sql).
+				gates[i] = &parentID
+				if g := (wfGate{parentID, cols.queues[i]}); !gateSeen[g] {
+					gateSeen[g] = true
+					gateParents, gateQueues = append(gateParents, g.parent), append(gateQueues, g.queue)
+				}
+				continue
+			}
 			parentIDs, childIDs = append(parentIDs, parentID), append(childIDs, ids[i])
 			policies, resolved = append(policies, e.policy), append(resolved, done)
 		}
 		pending[i] = &count
 	}
 
-	args := append(cols.args(), ids, pending, hasChildren, cancelled, wfID, parentIDs, childIDs, policies, resolved)
+	args := append(cols.args(), ids, pending, hasChildren, cancelled, wfID, parentIDs, childIDs, policies, resolved,
+		gates, gateParents, gateQueues)
 	if _, err := sp.Exec(ctx, w.Q.InsertWorkflow, args...); err != nil {
 		return Result{}, dbError("enqueue workflow", err)
 	}
@@ -218,6 +232,25 @@ func (w *Writer) Workflow(ctx context.Context, tx pgx.Tx, src Source) (Result, e
 		return Result{}, dbError("enqueue workflow: release savepoint", err)
 	}
 	return Result{Enqueued: int64(n), Queues: due, IDs: ids, Workflow: wfID}, nil
+}
+
+// wfGate is one gate: the children of parent in queue.
+type wfGate struct {
+	parent int64
+	queue  string
+}
+
+// gateable says whether a job with one parent, which still holds it,
+// waits behind a gate instead of an edge: released by the parent's
+// completion without being written, then claimed straight from blocked.
+// Only a parent of the same batch opens a gate (the caller checks): a
+// job in the table may have completed and been retried, its gate already
+// open. Not a job with a run_at ahead (a gate releases it now), nor one of a
+// sequence (its claim goes through sequence_next, which claims only
+// available jobs), nor one under another policy than cancel (a gate keeps
+// no policy).
+func gateable(j *wfJob, policy string) bool {
+	return j.available && !j.sequence && policy == PolicyCancel
 }
 
 // checkSequenceOrder refuses a batch with sequence keys in which a job

@@ -47,8 +47,30 @@ var mutants = []mutant{
 
 	// The claim.
 	{name: "claim-no-skip-locked", file: "internal/jobsql/sql/claim.sql",
-		old: "    FOR UPDATE SKIP LOCKED\n", new: "",
+		old: "    FOR UPDATE SKIP LOCKED\n), gate AS", new: "), gate AS",
 		tests: []testRun{{pkg: "./", run: "TestClaimsExactlyOnce"}}},
+
+	// Gates (migrations/000018_workflow_gates.up.sql): a child behind a
+	// gate is claimed only once its parent's completion opened it, the
+	// gate opens only on a completion, and goes only when no child waits.
+	{name: "claim-takes-closed-gates", file: "internal/jobsql/sql/claim.sql",
+		old: "    WHERE g.queue = $1 AND g.opened_at IS NOT NULL\n", new: "    WHERE g.queue = $1\n",
+		tests: []testRun{{pkg: "./", run: "TestWorkflowGates|TestWorkflowPlans/ClaimReadsNoBlockedJob"}}},
+	{name: "settle-opens-failed-gates", file: "migrations/000018_workflow_gates.up.sql",
+		old: "coalesce(array_agg(p.id) FILTER (WHERE p.state = 'completed'), '{}'),", new: "coalesce(array_agg(p.id) FILTER (WHERE p.state <> 'deleted'), '{}'),",
+		tests: []testRun{{pkg: "./", run: "TestWorkflowGates/DiscardedParentCancelsAndRetryResumes"}}},
+	{name: "claim-deletes-gates-with-waiting-children", file: "internal/jobsql/sql/claim.sql",
+		old: "                       AND c.id <> ALL (ARRAY(SELECT id FROM gated))\n", new: "                       AND false\n",
+		tests: []testRun{{pkg: "./", run: "TestWorkflowGates/FencedCompletionOpensTheGate"}}},
+	{name: "retry-waits-for-an-opened-gate", file: "internal/jobsql/sql/job_retry.sql",
+		old: "CASE WHEN pending_parents > 0 AND (gate_id IS NULL OR {{schema}}.gate_closed(gate_id, queue))", new: "CASE WHEN pending_parents > 0",
+		tests: []testRun{{pkg: "./", run: "TestWorkflowGates/CancelledChildRetriedAfterTheGate"}}},
+	{name: "gate_sweep-ignores-limits", file: "internal/jobsql/sql/gate_sweep.sql",
+		old: "    WHERE g.opened_at IS NOT NULL\n      AND (q.max_running", new: "    WHERE false\n      AND (q.max_running",
+		tests: []testRun{{pkg: "./", run: "TestWorkflowGates/LimitedQueue"}}},
+	{name: "job_state-shows-rows", file: "migrations/000018_workflow_gates.up.sql",
+		old: "                THEN 'available' ELSE state END", new: "                THEN state ELSE state END",
+		tests: []testRun{{pkg: "./", run: "TestWorkflowGates/FencedCompletionOpensTheGate|TestWorkflowGates/Readers"}}},
 
 	// The rescue.
 	{name: "rescue-no-outer-recheck", file: "internal/jobsql/sql/rescue.sql",
@@ -103,13 +125,19 @@ var mutants = []mutant{
 
 	// Pausing queues.
 	{name: "claim-ignores-pause", file: "internal/jobsql/sql/claim.sql",
-		old: "WHERE name = $1 AND (paused_at IS NOT NULL OR max_running IS NOT NULL", new: "WHERE name = $1 AND (max_running IS NOT NULL",
+		old:   "queue = $1\n      AND NOT EXISTS (SELECT 1 FROM {{schema}}.queues\n                      WHERE name = $1 AND (paused_at IS NOT NULL OR max_running IS NOT NULL",
+		new:   "queue = $1\n      AND NOT EXISTS (SELECT 1 FROM {{schema}}.queues\n                      WHERE name = $1 AND (max_running IS NOT NULL",
 		tests: []testRun{{pkg: "./", run: "TestQueuePause"}}},
+	{name: "claim-gate-ignores-pause", file: "internal/jobsql/sql/claim.sql",
+		old:   "g.opened_at IS NOT NULL\n      AND NOT EXISTS (SELECT 1 FROM {{schema}}.queues\n                      WHERE name = $1 AND (paused_at IS NOT NULL OR max_running IS NOT NULL",
+		new:   "g.opened_at IS NOT NULL\n      AND NOT EXISTS (SELECT 1 FROM {{schema}}.queues\n                      WHERE name = $1 AND (max_running IS NOT NULL",
+		tests: []testRun{{pkg: "./", run: "TestWorkflowGates/PausedQueue"}}},
 
 	// Flow control: a limited queue is claimed only by claim_flow.sql,
 	// within its limits; a sequence's job only as its sequence's next.
 	{name: "claim-takes-limited-queue", file: "internal/jobsql/sql/claim.sql",
-		old: " OR max_running IS NOT NULL\n", new: "\n",
+		old:   " OR max_running IS NOT NULL\n                                           OR max_running_per_key IS NOT NULL OR rate_limit IS NOT NULL))\n      AND (sequence_key",
+		new:   "\n                                           OR max_running_per_key IS NOT NULL OR rate_limit IS NOT NULL))\n      AND (sequence_key",
 		tests: []testRun{{pkg: "./", run: "TestClaimFlow/MaxRunning$"}}},
 	{name: "claim-ignores-sequence", file: "internal/jobsql/sql/claim.sql",
 		old: "      AND (sequence_key IS NULL OR {{schema}}.sequence_next(queue, sequence_key, id))\n", new: "",
@@ -196,7 +224,7 @@ var mutants = []mutant{
 		tests: []testRun{{pkg: "./", run: "TestEnqueueSQL"}}},
 
 	// Workflows: only a fenced end releases, each edge once, by its policy.
-	{name: "workflow-settle-resolves-edges-twice", file: "migrations/000012_workflows.up.sql",
+	{name: "workflow-settle-resolves-edges-twice", file: "migrations/000018_workflow_gates.up.sql",
 		old: "              AND NOT d.resolved\n            RETURNING d.child_id", new: "            RETURNING d.child_id",
 		tests: []testRun{{pkg: "./", run: "TestWorkflowFencedRelease"}}},
 	{name: "complete_many-settles-unfenced-jobs", file: "internal/jobsql/sql/complete_many.sql",
@@ -207,19 +235,22 @@ var mutants = []mutant{
 	{name: "complete_many-settled-not-read", file: "internal/jobsql/sql/complete_many.sql",
 		old: "SELECT NULL::bigint AS id, (SELECT s FROM settled AS t(s)) AS settled", new: "SELECT NULL::bigint AS id, NULL::integer AS settled",
 		tests: []testRun{{pkg: "./", run: "TestWorkflowDependencies/ChainReleasesOneStepAtATime|TestBatchWriteRefusesOnlyLostClaims"}}},
-	{name: "workflow-cancel-policy-ignored", file: "migrations/000012_workflows.up.sql",
-		old: "AND d.on_failure = 'cancel' AND NOT d.resolved))", new: "AND false))",
+	{name: "workflow-cancel-policy-ignored", file: "migrations/000018_workflow_gates.up.sql",
+		old: "WHERE d.parent_id = ANY (failed_ids) AND d.on_failure = 'cancel' AND NOT d.resolved\n", new: "WHERE false\n",
 		tests: []testRun{{pkg: "./", run: "TestWorkflowFailurePolicy"}}},
 	{name: "workflow-retry-does-not-resume", file: "internal/jobsql/sql/job_retry.sql",
 		old:   "    SELECT {{schema}}.workflow_resume(array_agg(id)) FROM retried WHERE has_children HAVING count(*) > 0\n",
 		new:   "    SELECT 0 FROM retried WHERE false\n",
 		tests: []testRun{{pkg: "./", run: "TestWorkflowFailurePolicy"}}},
 	{name: "prune-ignores-waiting-children", file: "internal/jobsql/sql/prune.sql",
-		old: "      AND (has_children IS NOT TRUE OR NOT EXISTS (", new: "      AND (true OR NOT EXISTS (",
+		old: "      AND (has_children IS NOT TRUE OR NOT EXISTS (\n          SELECT 1 FROM {{schema}}.job_deps", new: "      AND (true OR NOT EXISTS (\n          SELECT 1 FROM {{schema}}.job_deps",
+		tests: []testRun{{pkg: "./", run: "TestWorkflowPrune"}}},
+	{name: "prune-ignores-children-behind-a-gate", file: "internal/jobsql/sql/prune.sql",
+		old: "           OR NOT EXISTS (SELECT 1 FROM {{schema}}.jobs c WHERE c.gate_id = jobs.id", new: "           OR true OR NOT EXISTS (SELECT 1 FROM {{schema}}.jobs c WHERE c.gate_id = jobs.id",
 		tests: []testRun{{pkg: "./", run: "TestWorkflowPrune"}}},
 	// QueueList counts blocked jobs.
 	{name: "queue_list-misses-blocked", file: "internal/jobsql/sql/queue_list.sql",
-		old: "    FROM {{schema}}.jobs WHERE state = 'blocked' GROUP BY queue", new: "    FROM {{schema}}.jobs WHERE state = 'blocked' AND false GROUP BY queue",
+		old: "    FROM {{schema}}.jobs WHERE state = 'blocked' AND gate_id IS NULL GROUP BY queue", new: "    FROM {{schema}}.jobs WHERE state = 'blocked' AND false GROUP BY queue",
 		tests: []testRun{{pkg: "./", run: "TestQueuePause/QueueListCountsTheBacklog|TestQueueListReadsOnlyTheBacklog"}}},
 	// Only a fenced completion releases dependents. The
 	// mutant settles the refused completions of a batch too (the jobs

@@ -24,8 +24,17 @@
 -- (attempted_at plus $3) and finalized_at (null) are not returned: the
 -- claimer fills them in (jobsql.ClaimFill), sparing the server their
 -- output and the client a quarter of each row's bytes.
-WITH picked AS (
-    SELECT id
+-- The children of an open gate (migrations/000018_workflow_gates.up.sql)
+-- are claimed straight from blocked: gated takes up to $2 of the oldest
+-- open gate's, in the same order, and the update takes the first $2 of
+-- both. Rows locked and not taken stay locked until the claim commits,
+-- and are passed over by other claims meanwhile. A queue with no open
+-- gate reads one entry of job_gates_open_idx and takes avail as it is:
+-- the CASE evaluates only the array it returns.
+-- avail comes first: jobs is the first table the statement locks (see
+-- poll.sql).
+WITH avail AS MATERIALIZED (
+    SELECT id, priority, run_at
     FROM {{schema}}.jobs
     WHERE state = 'available' AND queue = $1
       AND NOT EXISTS (SELECT 1 FROM {{schema}}.queues
@@ -35,6 +44,44 @@ WITH picked AS (
     ORDER BY priority, run_at, id
     LIMIT (SELECT $2::bigint)
     FOR UPDATE SKIP LOCKED
+), gate AS MATERIALIZED (
+    SELECT g.parent_id
+    FROM {{schema}}.job_gates g
+    WHERE g.queue = $1 AND g.opened_at IS NOT NULL
+      AND NOT EXISTS (SELECT 1 FROM {{schema}}.queues
+                      WHERE name = $1 AND (paused_at IS NOT NULL OR max_running IS NOT NULL
+                                           OR max_running_per_key IS NOT NULL OR rate_limit IS NOT NULL))
+      -- A subplan probed per gate, not an EXISTS: pulled up into a join,
+      -- that read every gated child of the queue at each claim. Ordered
+      -- as jobs_gated_idx is, so that no plan scans the table instead.
+      AND (SELECT c.id FROM {{schema}}.jobs c
+           WHERE c.gate_id = g.parent_id AND c.queue = $1 AND c.state = 'blocked'
+           ORDER BY c.priority, c.run_at, c.id LIMIT 1) IS NOT NULL
+    ORDER BY g.opened_at, g.parent_id
+    LIMIT 1
+), gated AS MATERIALIZED (
+    SELECT id, priority, run_at
+    FROM {{schema}}.jobs
+    WHERE state = 'blocked' AND gate_id = (SELECT parent_id FROM gate) AND queue = $1
+    ORDER BY priority, run_at, id
+    LIMIT (SELECT $2::bigint)
+    FOR UPDATE SKIP LOCKED
+), drained AS (
+    -- The gate goes once this claim takes its last waiting children, so
+    -- that claims do not probe drained gates: when every row the claim
+    -- locked is claimed (avail and gated together fit in $2) and no other
+    -- child waits. One drained while two claims took its last children
+    -- together is left to the maintenance sweep.
+    DELETE FROM {{schema}}.job_gates g
+    WHERE g.parent_id = (SELECT parent_id FROM gate) AND g.queue = $1
+      -- A CASE, evaluated for the gate's row only and in this order:
+      -- as separate conditions, the counts ran before the scan, at every
+      -- claim, gate or none.
+      AND CASE WHEN (SELECT c.id FROM {{schema}}.jobs c
+                     WHERE c.gate_id = g.parent_id AND c.queue = $1 AND c.state = 'blocked'
+                       AND c.id <> ALL (ARRAY(SELECT id FROM gated))
+                     ORDER BY c.priority, c.run_at, c.id LIMIT 1) IS NOT NULL THEN false
+               ELSE (SELECT count(*) FROM (SELECT id FROM avail UNION ALL SELECT id FROM gated) l) <= $2 END
 )
 UPDATE {{schema}}.jobs j
 SET state        = 'running',
@@ -43,8 +90,14 @@ SET state        = 'running',
     lease_until  = now() + $3::bigint * interval '1 microsecond',
     worker_id    = $4,
     attempted_at = now(),
-    finalized_at = NULL
-WHERE j.id = ANY (ARRAY(SELECT id FROM picked))
+    finalized_at = NULL,
+    pending_parents = CASE WHEN j.state = 'blocked' THEN 0 ELSE j.pending_parents END
+WHERE j.id = ANY (CASE WHEN (SELECT parent_id FROM gate) IS NULL THEN ARRAY(SELECT id FROM avail)
+                       ELSE ARRAY(SELECT id FROM (SELECT id, priority, run_at FROM avail
+                                                  UNION ALL
+                                                  SELECT id, priority, run_at FROM gated
+                                                  ORDER BY priority, run_at, id
+                                                  LIMIT (SELECT $2::bigint)) m) END)
 RETURNING j.id, j.kind, j.args, j.priority, j.attempt, j.max_attempts, j.run_at, j.fence,
           CASE WHEN pg_column_size(j.errors) > 8 THEN j.errors END AS errors,
           CASE WHEN cardinality(j.tags) > 0 THEN j.tags END AS tags,

@@ -18,7 +18,7 @@
 -- sort value and id. Ordering by id passes only $13. The order is total
 -- (ties broken by id), so no row is returned twice or skipped across pages.
 -- Ordering by finalized_at lists finalized jobs only.
-SELECT j.id, j.queue, j.kind, j.args, j.priority, j.state, j.attempt, j.max_attempts,
+SELECT j.id, j.queue, j.kind, j.args, j.priority, {{schema}}.job_state(j.state, j.gate_id, j.queue), j.attempt, j.max_attempts,
        j.run_at, j.fence, j.lease_until, j.worker_id, j.errors, j.tags, j.meta,
        j.created_at, j.attempted_at, j.finalized_at, j.singleton_key, j.partition_key, j.sequence_key,
        j.cancel_requested_at, j.output, j.progress
@@ -26,7 +26,13 @@ FROM {{schema}}.jobs j
 WHERE ($1::bigint[] IS NULL OR j.id = ANY ($1))
   AND ($2::text[] IS NULL OR j.queue = ANY ($2))
   AND ($3::text[] IS NULL OR j.kind = ANY ($3))
-  AND ($4::text[] IS NULL OR j.state = ANY ($4))
+  -- By the state shown (job_state): a child of an open gate is listed as
+  -- available, not blocked. The second test is only ever true of blocked
+  -- rows, so the first keeps the state's own index.
+  AND ($4::text[] IS NULL OR (j.state = ANY ($4) AND (j.gate_id IS NULL OR j.state <> 'blocked'
+                                                      OR {{schema}}.gate_closed(j.gate_id, j.queue)))
+       OR ('available' = ANY ($4) AND j.state = 'blocked' AND j.gate_id IS NOT NULL
+           AND NOT {{schema}}.gate_closed(j.gate_id, j.queue)))
   AND ($5::text[] IS NULL OR j.tags @> $5)
   AND ($6::timestamptz IS NULL OR j.created_at >= $6)
   AND ($7::timestamptz IS NULL OR j.created_at < $7)

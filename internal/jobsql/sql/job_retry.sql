@@ -3,7 +3,8 @@
 -- discarded or cancelled job becomes available now; its attempt and errors
 -- stay, and max_attempts grows to attempt + 1 when the attempts were used
 -- up, so it gets one more try (a job that still waits for jobs it depends
--- on goes back to blocked instead). The UPDATE's WHERE is rechecked on the row's
+-- on goes back to blocked instead; one behind a gate only while the gate
+-- is closed: a gate opened or gone no longer holds it). The UPDATE's WHERE is rechecked on the row's
 -- latest version after any lock wait, so a job claimed meanwhile is skipped:
 -- a running job's fence and lease are never written. The first column says
 -- whether the job was retried; when it was not, the row is read under FOR
@@ -11,7 +12,10 @@
 -- heartbeats or results), so the caller learns its current state.
 WITH retried AS (
     UPDATE {{schema}}.jobs
-    SET state               = CASE WHEN pending_parents > 0 THEN 'blocked' ELSE 'available' END,
+    SET state               = CASE WHEN pending_parents > 0 AND (gate_id IS NULL OR {{schema}}.gate_closed(gate_id, queue))
+                                   THEN 'blocked' ELSE 'available' END,
+        pending_parents     = CASE WHEN gate_id IS NOT NULL AND NOT {{schema}}.gate_closed(gate_id, queue)
+                                   THEN 0 ELSE pending_parents END,
         deps_cancelled      = NULL,
         run_at              = now(),
         finalized_at        = NULL,

@@ -5,7 +5,10 @@
 -- alone (available, or running). Ids missing from the result have no job.
 WITH retried AS (
     UPDATE {{schema}}.jobs
-    SET state               = CASE WHEN pending_parents > 0 THEN 'blocked' ELSE 'available' END,
+    SET state               = CASE WHEN pending_parents > 0 AND (gate_id IS NULL OR {{schema}}.gate_closed(gate_id, queue))
+                                   THEN 'blocked' ELSE 'available' END,
+        pending_parents     = CASE WHEN gate_id IS NOT NULL AND NOT {{schema}}.gate_closed(gate_id, queue)
+                                   THEN 0 ELSE pending_parents END,
         deps_cancelled      = NULL,
         run_at              = now(),
         finalized_at        = NULL,

@@ -28,10 +28,12 @@ WITH doomed AS (
           END
       -- A job that jobs still waiting depend on stays while they wait: a
       -- retry of it may yet release them. Only such jobs (has_children)
-      -- read job_deps.
+      -- read job_deps, or jobs_gated_idx for the children behind its gate.
       AND (has_children IS NOT TRUE OR NOT EXISTS (
           SELECT 1 FROM {{schema}}.job_deps d JOIN {{schema}}.jobs c ON c.id = d.child_id
           WHERE d.parent_id = jobs.id AND c.finalized_at IS NULL))
+      AND (has_children IS NOT TRUE
+           OR NOT EXISTS (SELECT 1 FROM {{schema}}.jobs c WHERE c.gate_id = jobs.id AND c.state = 'blocked'))
     ORDER BY finalized_at
     LIMIT $5
     FOR UPDATE SKIP LOCKED

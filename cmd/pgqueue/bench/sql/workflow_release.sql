@@ -1,9 +1,10 @@
 -- workflow_release: for every job with dependencies, the seconds from the
 -- completion of the last of its parents to its start, by the database
--- clock; returns their count, median, 95th percentile and maximum.
+-- clock; returns their count, median, 95th percentile and maximum. Its
+-- edges and its gate alike (job_edges).
 WITH waits AS (
     SELECT extract(epoch FROM c.attempted_at - max(p.finalized_at))::float8 AS s
-    FROM {{schema}}.job_deps d
+    FROM {{schema}}.job_edges d
     JOIN {{schema}}.jobs p ON p.id = d.parent_id
     JOIN {{schema}}.jobs c ON c.id = d.child_id
     GROUP BY c.id, c.attempted_at
