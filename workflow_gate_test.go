@@ -139,6 +139,45 @@ func TestWorkflowGates(t *testing.T) {
 		}
 	})
 
+	// A claim that passes over a child locked by another transaction
+	// (before the rows it takes, in claim order) leaves the gate: had it
+	// gone, that child, back to waiting when the other transaction ends,
+	// would wait behind no gate, never claimed.
+	t.Run("ChildLockedElsewhereKeepsTheGate", func(t *testing.T) {
+		t.Parallel()
+		b := setupWorkflow(t)
+		ids := b.fanOut(t, 4, "")
+		root, kids := ids[0], ids[1:]
+		b.complete(t, b.claim(t)...)
+		tx, err := b.pool.Begin(ctx)
+		must(t, err)
+		defer func() { _ = tx.Rollback(ctx) }()
+		must(t, tx.QueryRow(ctx, "SELECT id FROM pgqueue.jobs WHERE id = $1 FOR UPDATE", kids[0]).Scan(new(int64)))
+
+		taken, err := pgqueue.Claim(ctx, b.client, pgqueue.QueueDefault, 10)
+		must(t, err)
+		var got []int64
+		for _, j := range taken {
+			got = append(got, j.ID)
+		}
+		if !slices.Equal(got, kids[1:]) {
+			t.Fatalf("claimed %v with the first child locked, want the others %v", got, kids[1:])
+		}
+		if exists, _ := b.gate(t, root, pgqueue.QueueDefault); !exists {
+			t.Fatal("the claim deleted the gate while a child it passed over still waited")
+		}
+		must(t, tx.Rollback(ctx))
+		last, err := pgqueue.Claim(ctx, b.client, pgqueue.QueueDefault, 10)
+		must(t, err)
+		if len(last) != 1 || last[0].ID != kids[0] {
+			t.Fatalf("claimed %d jobs after the lock went, want the child it held (%d)", len(last), kids[0])
+		}
+		if exists, _ := b.gate(t, root, pgqueue.QueueDefault); exists {
+			t.Fatal("the claim that took the gate's last child left the gate")
+		}
+		b.complete(t, append(taken, last...)...)
+	})
+
 	// A parent taken over (its claim's lease lost) and run again opens
 	// its gate once: the old holder's completion is refused, and a
 	// completion after a retry of the completed parent opens nothing new.

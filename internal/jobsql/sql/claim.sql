@@ -76,8 +76,17 @@ WITH avail AS MATERIALIZED (
     WHERE g.parent_id = (SELECT parent_id FROM gate) AND g.queue = $1
       -- A CASE, evaluated for the gate's row only and in this order:
       -- as separate conditions, the counts ran before the scan, at every
-      -- claim, gate or none.
+      -- claim, gate or none. First a child after the last one taken (one
+      -- index seek: in a large fan-out, every claim but the last stops
+      -- there), then any other, the rows passed over as locked among them
+      -- (a walk of the index entries of the rows taken).
       AND CASE WHEN (SELECT c.id FROM {{schema}}.jobs c
+                     WHERE c.gate_id = g.parent_id AND c.queue = $1 AND c.state = 'blocked'
+                       AND (c.priority, c.run_at, c.id) > (SELECT l.priority, l.run_at, l.id FROM gated l
+                                                          ORDER BY l.priority DESC, l.run_at DESC, l.id DESC
+                                                          LIMIT 1)
+                     ORDER BY c.priority, c.run_at, c.id LIMIT 1) IS NOT NULL THEN false
+               WHEN (SELECT c.id FROM {{schema}}.jobs c
                      WHERE c.gate_id = g.parent_id AND c.queue = $1 AND c.state = 'blocked'
                        AND c.id <> ALL (ARRAY(SELECT id FROM gated))
                      ORDER BY c.priority, c.run_at, c.id LIMIT 1) IS NOT NULL THEN false
