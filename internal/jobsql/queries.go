@@ -63,11 +63,11 @@ type Queries struct {
 	WorkflowJobs, WorkflowEdges, JobParentOutputs    string
 	JobRow, JobParentCounts                          string
 	// maintenance
-	Schedule, GateSweep, RescueCandidates, Rescue string
-	Prune                                         string
-	PeriodicStates, PeriodicLock, PeriodicCreate  string
-	PeriodicAdvance, PeriodicStarted              string
-	PeriodicDescribe                              string
+	Schedule, RescueCandidates, Rescue           string
+	Prune                                        string
+	PeriodicStates, PeriodicLock, PeriodicCreate string
+	PeriodicAdvance, PeriodicStarted             string
+	PeriodicDescribe                             string
 	// migrations
 	CreateSchemaLock, CreateSchema, MigrateLock, MigrateUnlock string
 }
@@ -85,7 +85,7 @@ func Load(schema string) (*Queries, error) {
 		"set_idle_timeout": &q.SetIdleTimeout, "check_fence": &q.CheckFence, "claim_id": &q.ClaimID,
 		"job_cancel": &q.JobCancel,
 		"job_output": &q.JobOutput, "job_progress": &q.JobProgress,
-		"schedule": &q.Schedule, "gate_sweep": &q.GateSweep, "rescue_candidates": &q.RescueCandidates, "rescue": &q.Rescue, "prune": &q.Prune,
+		"schedule": &q.Schedule, "rescue_candidates": &q.RescueCandidates, "rescue": &q.Rescue, "prune": &q.Prune,
 		"periodic_states": &q.PeriodicStates, "periodic_lock": &q.PeriodicLock, "periodic_create": &q.PeriodicCreate,
 		"periodic_advance": &q.PeriodicAdvance, "periodic_describe": &q.PeriodicDescribe, "periodic_started": &q.PeriodicStarted,
 		"create_schema_lock": &q.CreateSchemaLock, "create_schema": &q.CreateSchema,

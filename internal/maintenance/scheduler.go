@@ -11,11 +11,11 @@ import (
 	"github.com/pgqueue/pgqueue/internal/schemawatch"
 )
 
-// Scheduler makes due scheduled jobs available (sql/schedule.sql, which
-// also notifies their queues), sweeps open gates (sql/gate_sweep.sql:
-// releases the children a flow-limited queue's claims cannot take from a
-// gate, deletes drained gates) and wakes the local producers of those
-// queues. It runs on the maintenance leader.
+// Scheduler makes due scheduled jobs available and sweeps open gates
+// (releases the children a flow-limited queue's claims cannot take from a
+// gate, deletes drained gates), both in sql/schedule.sql, which also
+// notifies their queues, and wakes the local producers of those queues.
+// It runs on the maintenance leader.
 type Scheduler struct {
 	Pool *pgxpool.Pool
 	Q    *jobsql.Queries
@@ -43,19 +43,7 @@ func (s *Scheduler) Run(ctx context.Context) {
 	r := newRounds(s.Watch, s.Log, "scheduler")
 	for {
 		for !r.held() {
-			queues, n, err := s.run(s.Q.Schedule, "schedule", scheduleBatch)
-			if r.done(ctx, err) {
-				break
-			}
-			for q := range queues {
-				s.Wake(q)
-			}
-			if n < scheduleBatch || ctx.Err() != nil {
-				break
-			}
-		}
-		for !r.held() {
-			queues, n, err := s.run(s.Q.GateSweep, "sweep gates", scheduleBatch)
+			queues, n, err := s.scheduleDue(scheduleBatch)
 			if r.done(ctx, err) {
 				break
 			}
@@ -74,26 +62,26 @@ func (s *Scheduler) Run(ctx context.Context) {
 	}
 }
 
-// run makes up to limit jobs available with stmt (schedule.sql or
-// gate_sweep.sql: both return a queue and how many jobs it got per row)
-// and returns their queues and how many it moved.
-func (s *Scheduler) run(stmt, what string, limit int) (queues map[string]struct{}, n int, err error) {
+// scheduleDue runs sql/schedule.sql: makes up to limit due jobs (and up
+// to limit children of open gates in limited queues) available, and
+// returns their queues and how many it moved.
+func (s *Scheduler) scheduleDue(limit int) (queues map[string]struct{}, n int, err error) {
 	ctx, cancel := context.WithTimeout(s.Base, jobsql.WriteTimeout)
 	defer cancel()
 	queues = map[string]struct{}{}
-	rows, err := s.Pool.Query(ctx, stmt, limit, s.Channel)
+	rows, err := s.Pool.Query(ctx, s.Q.Schedule, limit, s.Channel)
 	if err != nil {
-		return queues, 0, dbError(what, err)
+		return queues, 0, dbError("schedule", err)
 	}
 	defer rows.Close()
 	for rows.Next() {
 		var q string
 		var moved int
 		if err := rows.Scan(&q, &moved, nil); err != nil {
-			return queues, n, dbError(what, err)
+			return queues, n, dbError("schedule", err)
 		}
 		n += moved
 		queues[q] = struct{}{}
 	}
-	return queues, n, dbError(what, rows.Err())
+	return queues, n, dbError("schedule", rows.Err())
 }

@@ -68,7 +68,7 @@ var mutants = []mutant{
 	{name: "retry-waits-for-an-opened-gate", file: "internal/jobsql/sql/job_retry.sql",
 		old: "CASE WHEN pending_parents > 0 AND (gate_id IS NULL OR {{schema}}.gate_closed(gate_id, queue))", new: "CASE WHEN pending_parents > 0",
 		tests: []testRun{{pkg: "./", run: "TestWorkflowGates/CancelledChildRetriedAfterTheGate"}}},
-	{name: "gate_sweep-ignores-limits", file: "internal/jobsql/sql/gate_sweep.sql",
+	{name: "schedule-sweep-ignores-limits", file: "internal/jobsql/sql/schedule.sql",
 		old: "    WHERE g.opened_at IS NOT NULL\n      AND (q.max_running", new: "    WHERE false\n      AND (q.max_running",
 		tests: []testRun{{pkg: "./", run: "TestWorkflowGates/LimitedQueue"}}},
 	{name: "job_state-shows-rows", file: "migrations/000018_workflow_gates.up.sql",
