@@ -49,5 +49,12 @@ func HeartbeatSQL(c *Client) string { return c.q.Heartbeat }
 // ClaimSQL is sql/claim.sql of the client's schema.
 func ClaimSQL(c *Client) string { return c.q.Claim }
 
+// ParentOutputsSQL and ParentCountsSQL are sql/job_parent_outputs.sql and
+// sql/job_parent_counts.sql of the client's schema, for EXPLAIN.
+func ParentOutputsSQL(c *Client) string { return c.q.JobParentOutputs }
+
+// ParentCountsSQL: see ParentOutputsSQL.
+func ParentCountsSQL(c *Client) string { return c.q.JobParentCounts }
+
 // FinishSQL is sql/finish.sql of the client's schema, for EXPLAIN.
 func FinishSQL(c *Client) string { return c.q.Finish }

@@ -290,6 +290,46 @@ func TestWorkflowPlans(t *testing.T) {
 		}
 	})
 
+	// A gated child's parent, read by ParentOutputs and ParentCounts
+	// (through job_gate_edges), is probed by primary key however many jobs
+	// lie before it. Joined, with statistics taken before the parent was
+	// inserted (as they are until the next analyze), the planner
+	// merge-joined them with the primary key read from its start.
+	t.Run("ParentsReadByKey", func(t *testing.T) {
+		t.Parallel()
+		for _, read := range []struct {
+			name string
+			sql  func(*pgqueue.Client) string
+		}{{"ParentOutputs", pgqueue.ParentOutputsSQL}, {"ParentCounts", pgqueue.ParentCountsSQL}} {
+			var rows [2]int64
+			var plans [2]string
+			for k, n := range []int{small, large} {
+				// A fan-out of one child, the statistics, n jobs, and
+				// another such fan-out: its child is read.
+				b := setupWorkflow(t)
+				b.fanOut(t, 1, "")
+				_, err := b.pool.Exec(ctx, "ANALYZE pgqueue.jobs, pgqueue.job_deps")
+				must(t, err)
+				fill(t, b, n)
+				ids := b.fanOut(t, 1, "")
+				r, err := b.pool.Query(ctx, "EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF) "+read.sql(b.client), ids[1])
+				must(t, err)
+				lines, err := pgx.CollectRows(r, pgx.RowTo[string])
+				must(t, err)
+				plans[k] = strings.Join(lines, "\n")
+				for _, m := range actualRows.FindAllStringSubmatch(plans[k], -1) {
+					r, _ := strconv.ParseInt(m[1], 10, 64)
+					loops, _ := strconv.ParseInt(m[2], 10, 64)
+					rows[k] += r * loops
+				}
+			}
+			if rows[1] > rows[0] {
+				t.Fatalf("%s: %d rows through the plans after %d jobs, %d after %d:\n%s\n---\n%s",
+					read.name, rows[1], large, rows[0], small, plans[1], plans[0])
+			}
+		}
+	})
+
 	// A batch of completions, as the completer writes them: a layer of
 	// 500 parents in a workflow of 5,000 jobs. Planned for its arrays in
 	// tables that small, the release read all of job_deps and hashed all

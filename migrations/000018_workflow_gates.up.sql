@@ -64,15 +64,18 @@ $$;
 -- job_gate_edges: each gated child's gate as the edge it stands for, in
 -- job_deps' columns (with the child's workflow), for the readers of edges:
 -- resolved once the gate no longer holds the child. A gate edge goes with
--- its parent, as an edge of job_deps does. Found by child (the primary
--- key) or by workflow (jobs_workflow_idx); no index leads from a parent
--- to its gated children in every state.
+-- its parent, as an edge of job_deps does: the parent is probed by its
+-- primary key, once per child. Joined instead, with statistics from
+-- before the parent was inserted, the planner merge-joined the child with
+-- the primary key, read from its start up to the parent. Found by child
+-- (the primary key) or by workflow (jobs_workflow_idx); no index leads
+-- from a parent to its gated children in every state.
 CREATE VIEW {{schema}}.job_gate_edges AS
 SELECT c.gate_id AS parent_id, c.id AS child_id, 'cancel'::text AS on_failure,
        NOT {{schema}}.gate_closed(c.gate_id, c.queue) AS resolved, c.workflow_id
 FROM {{schema}}.jobs c
-JOIN {{schema}}.jobs p ON p.id = c.gate_id
-WHERE c.gate_id IS NOT NULL;
+WHERE c.gate_id IS NOT NULL
+  AND (SELECT true FROM {{schema}}.jobs p WHERE p.id = c.gate_id);
 
 -- job_edges: every dependency edge, job_deps' and the gates'.
 CREATE VIEW {{schema}}.job_edges AS

@@ -1,8 +1,11 @@
 -- job_parent_counts: how the jobs job $1 depends on stand, counted by
--- state (a batch's callback reads how each job of its batch ended).
+-- state (a batch's callback reads how each job of its batch ended). Each
+-- parent is probed by its primary key (OFFSET 0 keeps the subquery from
+-- being pulled up into a join): joined, with statistics from before the
+-- parents were inserted, the planner merge-joined the edges with the
+-- primary key read from its start.
 SELECT p.state, count(*)
-FROM (SELECT parent_id FROM {{schema}}.job_deps WHERE child_id = $1
-      UNION ALL
-      SELECT parent_id FROM {{schema}}.job_gate_edges WHERE child_id = $1) d
-JOIN {{schema}}.jobs p ON p.id = d.parent_id
+FROM {{schema}}.job_edges d
+CROSS JOIN LATERAL (SELECT j.state FROM {{schema}}.jobs j WHERE j.id = d.parent_id OFFSET 0) p
+WHERE d.child_id = $1
 GROUP BY p.state
