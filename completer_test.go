@@ -271,3 +271,59 @@ func TestQueueWideLimitWritesResultsAtOnce(t *testing.T) {
 	t.Cleanup(func() { _ = c.Stop(context.Background()) })
 	waitFor(t, "three completed", func() bool { return countJobs(t, pool, "state = 'completed'") == 3 })
 }
+
+// TestReleasingBatchesWriteAtOnce checks that while the result batches
+// release dependents, results are written without gathering: with an
+// hour-long CompleteBatchDelay, the steps of a workflow after its first
+// batch complete only if each step's result is written at once; and once
+// a batch releases nothing, results gather again. The first batch fills
+// (two results, CompleteBatchSize 2), so it is written at once as well.
+func TestReleasingBatchesWriteAtOnce(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := newPool(t)
+	returned := make(chan int64, 8)
+	ws := pgqueue.NewWorkers()
+	must(t, pgqueue.AddWorkerFunc(ws, func(ctx context.Context, job *pgqueue.Job[noteArgs]) error {
+		returned <- job.ID
+		return nil
+	}, nil))
+	c := newClient(t, pool, &pgqueue.Config{Workers: ws, Queues: map[string]pgqueue.QueueConfig{pgqueue.QueueDefault: {MaxWorkers: 2}},
+		CompleteBatchSize: 2, CompleteBatchDelay: time.Hour, FetchPollInterval: 50 * time.Millisecond})
+	// A and X first, together: a full batch. B behind A's gate (one
+	// parent of the batch), C behind two edges (A and B): B's batch opens
+	// a gate, C's was released by an edge.
+	params := noteParams(4)
+	params[2].Opts = &pgqueue.EnqueueOpts{DependsOn: []pgqueue.Dependency{pgqueue.DependsOnIndex(0)}}
+	params[3].Opts = &pgqueue.EnqueueOpts{DependsOn: []pgqueue.Dependency{pgqueue.DependsOnIndex(0), pgqueue.DependsOnIndex(2)}}
+	res, err := c.EnqueueMany(ctx, params)
+	must(t, err)
+	must(t, c.Start(ctx))
+	stopped := false
+	t.Cleanup(func() {
+		if !stopped {
+			_ = c.Stop(context.Background())
+		}
+	})
+	waitFor(t, "the workflow's four jobs completed", func() bool {
+		return countJobs(t, pool, "workflow_id = $1 AND state = 'completed'", res.Workflow) == 4
+	})
+
+	// C's batch released nothing: a result gathers again, for the hour.
+	y, err := c.Enqueue(ctx, noteArgs{N: 4}, nil)
+	must(t, err)
+	for id := range returned {
+		if id == y.ID {
+			break
+		}
+	}
+	time.Sleep(300 * time.Millisecond)
+	if s := readJob(t, pool, y.ID); s.state != "running" {
+		t.Fatalf("a result after a batch that released nothing: job %s 300ms after its handler returned, want running (gathered for CompleteBatchDelay)", s.state)
+	}
+	stopped = true
+	must(t, c.Stop(ctx))
+	if s := readJob(t, pool, y.ID); s.state != "completed" {
+		t.Fatalf("job %s after Stop, want completed", s.state)
+	}
+}

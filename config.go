@@ -240,7 +240,10 @@ type Config struct {
 	CompleteBatchSize int
 
 	// CompleteBatchDelay is how long results are gathered before they are
-	// written, unless a batch fills first. Default 2ms.
+	// written, unless a batch fills first. While the batches written
+	// release dependents (a workflow is moving: its next jobs wait for
+	// these results), results are written without gathering, until a batch
+	// releases none. Default 2ms.
 	CompleteBatchDelay time.Duration
 
 	// MaxArgsSize caps the encoded size of a job's args in bytes. Default

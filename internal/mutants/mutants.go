@@ -50,6 +50,15 @@ var mutants = []mutant{
 		old: "    FOR UPDATE SKIP LOCKED\n), gate AS", new: "), gate AS",
 		tests: []testRun{{pkg: "./", run: "TestClaimsExactlyOnce"}}},
 
+	// The completer writes at once while its batches release dependents,
+	// and gathers again after one that released none.
+	{name: "completer-gathers-while-releasing", file: "internal/completer/completer.go",
+		old: "k.releasing = k.settledN > 0", new: "k.releasing = false",
+		tests: []testRun{{pkg: "./", run: "TestReleasingBatchesWriteAtOnce"}}},
+	{name: "completer-never-gathers-again", file: "internal/completer/completer.go",
+		old: "k.releasing = k.settledN > 0", new: "k.releasing = k.releasing || k.settledN > 0",
+		tests: []testRun{{pkg: "./", run: "TestReleasingBatchesWriteAtOnce"}}},
+
 	// Gates (migrations/000018_workflow_gates.up.sql): a child behind a
 	// gate is claimed only once its parent's completion opened it, the
 	// gate opens only on a completion, and goes only when no child waits.
