@@ -67,7 +67,9 @@ Measures pgqueue on no-op jobs, in a schema of its own that it empties first
 	           of --workers workers (default 100); report each shape's
 	           jobs/s against the independent jobs' and, by the database,
 	           the time from a job's last parent completing to its start
-	           (p50, p95, max); with --rounds, alternating
+	           (p50, p95, max); with --rounds, alternating; each variant
+	           first runs once untimed (up to 2000 jobs): a process's
+	           first runs are slower
 
 Every report starts with the server settings that decide throughput.
 Without a database URL it starts a throwaway server from the local

@@ -240,6 +240,7 @@ func TestBenchWorkflow(t *testing.T) {
 		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, out.String(), errOut.String())
 	}
 	for _, want := range []string{"workflow: 300 jobs, 20 workers; shapes fan-out, fan-in, layered, chain",
+		"warm-up: independent, fan-out, fan-in, layered, chain, 300 jobs each, not counted",
 		"\nindependent ", "\nfan-out  ", "\nfan-in  ", "\nlayered  ", "\nchain  ", "  300 jobs in",
 		"release (last parent completed → child started), 299 jobs: p50 ", "/independent"} {
 		if !strings.Contains(out.String(), want) {
