@@ -40,7 +40,7 @@ const warmUpJobs = 2000
 // Each variant first runs once untimed, with up to warmUpJobs jobs: the
 // first runs of a process are slower (its pool's connections open, and
 // the server's and the connections' caches and plans warm), and round
-// 1's first variant, the independent jobs, ran 10-40% below its rate in
+// 1's first variant, the independent jobs, ran 8-40% below its rate in
 // later rounds, which raised every shape's ratio in that round.
 func runWorkflowBench(ctx context.Context, a benchArgs, cfg *bench.Config, stdout io.Writer) error {
 	variants := append([]string{"independent"}, a.shapes...)
