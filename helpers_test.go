@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
+	"strings"
 	"testing"
 	"time"
 
@@ -80,8 +82,25 @@ func closePool(t testing.TB, pool *pgxpool.Pool) {
 	select {
 	case <-closed:
 	case <-time.After(10 * time.Second):
-		t.Errorf("pool not closed after 10s: a connection is still acquired (a transaction left open by a failed test?)")
+		st := pool.Stat()
+		t.Errorf("pool not closed after 10s: a connection is still acquired (a transaction left open by a failed test?); "+
+			"%d acquired, %d total; goroutines in pgx:\n%s", st.AcquiredConns(), st.TotalConns(), pgxGoroutines())
 	}
+}
+
+// pgxGoroutines returns the stacks of the test binary's goroutines that
+// are inside pgx: whoever holds a connection that was not given back is
+// among them (or shows none, having leaked it).
+func pgxGoroutines() string {
+	buf := make([]byte, 8<<20)
+	buf = buf[:runtime.Stack(buf, true)]
+	var out []string
+	for _, g := range strings.Split(string(buf), "\n\n") {
+		if strings.Contains(g, "github.com/jackc/pgx") {
+			out = append(out, g)
+		}
+	}
+	return strings.Join(out, "\n\n")
 }
 
 func newClient(t testing.TB, pool *pgxpool.Pool, cfg *pgqueue.Config) *pgqueue.Client {
