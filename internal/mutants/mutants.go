@@ -53,10 +53,10 @@ var mutants = []mutant{
 	// The completer writes at once while its batches release dependents,
 	// and gathers again after one that released none.
 	{name: "completer-gathers-while-releasing", file: "internal/completer/completer.go",
-		old: "k.releasing = k.settledN > 0", new: "k.releasing = false",
+		old: "	if k.settledN > 0 {\n		return false\n	}\n	k.mu.Lock()", new: "	k.mu.Lock()",
 		tests: []testRun{{pkg: "./", run: "TestReleasingBatchesWriteAtOnce"}}},
 	{name: "completer-never-gathers-again", file: "internal/completer/completer.go",
-		old: "k.releasing = k.settledN > 0", new: "k.releasing = k.releasing || k.settledN > 0",
+		old: "	if k.settledN > 0 {\n		return false", new: "	if k.settledN >= 0 {\n		return false",
 		tests: []testRun{{pkg: "./", run: "TestReleasingBatchesWriteAtOnce"}}},
 
 	// Gates (migrations/000018_workflow_gates.up.sql): a child behind a
