@@ -251,7 +251,7 @@ func (c *Client) Start(ctx context.Context) error {
 			queues = append(queues, q)
 		}
 		poll := &producer.Poller{Pool: c.pool, Queries: c.q, Log: c.log, Queues: queues, Interval: cfg.FetchPollInterval,
-			LeaderLease: maintenance.Lease, Wake: wakeFlow, LeaderFree: elector.Nudge, Watch: watch}
+			LeaderLease: maintenance.Lease, Wake: wakeFlow, LeaderFree: elector.Nudge, Watch: watch, Base: base}
 		s.loops.Add(1)
 		go func() { defer s.loops.Done(); poll.Run(fetch) }()
 	}
@@ -300,9 +300,10 @@ func (c *Client) Start(ctx context.Context) error {
 		Rescuer: &maintenance.Rescuer{Pool: c.pool, Q: c.q, Log: c.log, Rescued: cfg.Observer.Rescued, ClientID: cfg.ID, Base: base, Retry: cfg.RetryPolicy,
 			Interval: cfg.RescueInterval, BeforeWrite: c.testHooks.beforeRescueWrite, Watch: watch},
 		Pruner: &maintenance.Pruner{Pool: c.pool, Q: c.q, Log: c.log, Interval: cfg.PruneInterval,
-			Completed: cfg.CompletedJobRetention, Cancelled: cfg.CancelledJobRetention, Discarded: cfg.DiscardedJobRetention, Watch: watch},
+			Completed: cfg.CompletedJobRetention, Cancelled: cfg.CancelledJobRetention, Discarded: cfg.DiscardedJobRetention, Watch: watch, Base: base},
 		Periodic: c.periodicEnqueuer(base),
 		Watch:    watch,
+		Base:     base,
 	}
 	leader.Periodic.Watch = watch
 	// withDefaults leaves Observer never nil.
@@ -361,7 +362,9 @@ func (c *Client) executorConfig(active *executor.ActiveJobs, results *completer.
 // Config.CancelGrace for their handlers to return, hands those jobs back to
 // their queue without spending an attempt, and returns ctx's error. A
 // handler that ignores its context past the grace is left running; its job
-// stays claimed until its lease ends.
+// stays claimed until its lease ends. Statements the client has already
+// sent (a claim, a poll, a maintenance batch) are not cancelled: Stop
+// waits for them, each bounded by 15 s.
 func (c *Client) Stop(ctx context.Context) error {
 	c.mu.Lock()
 	s := c.running

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/pgqueue/pgqueue"
@@ -84,8 +85,32 @@ func closePool(t testing.TB, pool *pgxpool.Pool) {
 	case <-time.After(10 * time.Second):
 		st := pool.Stat()
 		t.Errorf("pool not closed after 10s: a connection is still acquired (a transaction left open by a failed test?); "+
-			"%d acquired, %d total; goroutines in pgx:\n%s", st.AcquiredConns(), st.TotalConns(), pgxGoroutines())
+			"%d acquired, %d total; the database's sessions:\n%s\ngoroutines in pgx:\n%s",
+			st.AcquiredConns(), st.TotalConns(), sessions(pool.Config().ConnConfig), pgxGoroutines())
 	}
+}
+
+// sessions lists the server's sessions in cfg's database, from a
+// connection of its own: what a connection that does not close is doing.
+func sessions(cfg *pgx.ConnConfig) string {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	conn, err := pgx.ConnectConfig(ctx, cfg.Copy())
+	if err != nil {
+		return err.Error()
+	}
+	defer conn.Close(ctx)
+	rows, err := conn.Query(ctx, `SELECT format('pid %s %s %s/%s xact %s query %s: %s', pid, state, wait_event_type, wait_event,
+	                                     now() - xact_start, now() - query_start, left(query, 300))
+	                              FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()`)
+	if err != nil {
+		return err.Error()
+	}
+	lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return err.Error()
+	}
+	return strings.Join(lines, "\n")
 }
 
 // pgxGoroutines returns the stacks of the test binary's goroutines that

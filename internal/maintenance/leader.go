@@ -41,6 +41,9 @@ type Leader struct {
 	// Watch holds the report back while the schema is outdated; nil for
 	// none. Each task has its own field.
 	Watch *schemawatch.Watch
+	// Base is the context of each report's statements: the end of the
+	// term lets a report in flight finish (see Pruner.Base).
+	Base context.Context
 }
 
 // Run campaigns until ctx (the client's fetch context) ends.
@@ -82,7 +85,7 @@ func (m *Leader) reportQueues(ctx context.Context) {
 		if r.held() {
 			return
 		}
-		qctx, cancel := context.WithTimeout(ctx, jobsql.WriteTimeout)
+		qctx, cancel := context.WithTimeout(m.Base, jobsql.WriteTimeout)
 		defer cancel()
 		r.done(ctx, m.ReportQueues(qctx))
 	}

@@ -28,6 +28,13 @@ type Pruner struct {
 	// Watch holds its rounds back while the schema is outdated; nil for
 	// none.
 	Watch *schemawatch.Watch
+	// Base is the context of each batch's statement: not the term's, so
+	// that the end of the term lets a batch in flight finish rather than
+	// cancel it. A cancelled statement costs its connection (pgx closes
+	// it), and a TLS connection cut while it wrote cannot send its
+	// Terminate: its close then waits pgx's 15 s, and so does the pool's
+	// Close after Stop.
+	Base context.Context
 }
 
 // pruneBatch is the most jobs one statement deletes.
@@ -71,7 +78,7 @@ func (p *Pruner) prune(ctx context.Context) (int, error) {
 	var after time.Time // the year 1: before any job
 	for ctx.Err() == nil {
 		start := time.Now()
-		n, last, err := p.pruneBatch(ctx, after, pruneBatch)
+		n, last, err := p.pruneBatch(after, pruneBatch)
 		total += n
 		if err != nil || n < pruneBatch {
 			return total, err
@@ -89,11 +96,12 @@ func (p *Pruner) prune(ctx context.Context) (int, error) {
 
 // pruneBatch deletes up to limit jobs past their retention that finished
 // at after or later, and returns how many and when the last of them
-// finished. Its statement runs under the term's context, not a detached
-// one: a delete cut short by the end of the term loses nothing, as the
-// rows stay for the next leader.
-func (p *Pruner) pruneBatch(ctx context.Context, after time.Time, limit int) (n int, last time.Time, err error) {
-	ctx, cancel := context.WithTimeout(ctx, jobsql.WriteTimeout)
+// finished. Its statement runs under Base (bounded by WriteTimeout): one
+// batch of at most limit rows, which Stop and a lost term wait for. A
+// second leader's batch beside it is harmless: each skips the rows the
+// other has locked.
+func (p *Pruner) pruneBatch(after time.Time, limit int) (n int, last time.Time, err error) {
+	ctx, cancel := context.WithTimeout(p.Base, jobsql.WriteTimeout)
 	defer cancel()
 	var lastAt *time.Time
 	err = p.Pool.QueryRow(ctx, p.Q.Prune, after,

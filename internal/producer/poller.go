@@ -36,15 +36,22 @@ type Poller struct {
 	// Watch holds polls back while the schema is older than needed; nil
 	// for none.
 	Watch *schemawatch.Watch
+	// Base is the context of each poll's statement, not the fetch
+	// context: a statement cancelled in flight costs its connection (pgx
+	// closes it), and a TLS connection interrupted while it wrote can no
+	// longer send its Terminate, so its close waits pgx's 15 s for a
+	// server that never hears it, holding up the pool's Close.
+	Base context.Context
 }
 
-// Run polls until ctx (the client's fetch context) ends. A poll that
+// Run polls until ctx (the client's fetch context) ends; a poll in
+// flight then finishes (see Base). A poll that
 // keeps failing (the database down) is logged when it starts, every 30 s
 // while it lasts and when it ends, not at every poll.
 func (p *Poller) Run(ctx context.Context) {
 	failures := loop.NewFailureLog(p.Log, "pgqueue: poll failed", "pgqueue: poll succeeds again")
 	poll := func() {
-		err := p.Poll(ctx)
+		err := p.Poll(p.Base)
 		switch {
 		case err == nil:
 			failures.Succeeded(ctx)
@@ -60,7 +67,8 @@ func (p *Poller) Run(ctx context.Context) {
 }
 
 // Poll asks once, calling Wake for each queue with jobs to claim and
-// LeaderFree when the leader's lease is free.
+// LeaderFree when the leader's lease is free. Its statement has ctx,
+// bounded by jobsql.WriteTimeout.
 func (p *Poller) Poll(ctx context.Context) error {
 	if err := p.Watch.Blocked(); err != nil {
 		return err
