@@ -82,3 +82,55 @@ func ExampleEnqueueOpts_dependsOn() {
 	// words: 1800
 	// jobs: 4 edges: 3
 }
+
+// Cancel a whole workflow: list its jobs a page at a time and cancel
+// each page. Jobs already final come back in Unchanged; running ones in
+// CancelRequested (their workers are asked to stop them).
+func ExampleJobListParams_workflow() {
+	ctx := context.Background()
+	pool, drop := exampleDB()
+	defer drop()
+	client, err := pgqueue.New(pool, nil) // no workers: nothing runs
+	if err != nil {
+		panic(err)
+	}
+	res, err := client.EnqueueMany(ctx, []pgqueue.EnqueueManyParams{
+		{Args: CountWordsArgs{File: "a.txt"}},
+		{Args: CountWordsArgs{File: "bb.txt"}},
+		{Args: WordReportArgs{}, Opts: &pgqueue.EnqueueOpts{DependsOn: []pgqueue.Dependency{
+			pgqueue.DependsOnIndex(0), pgqueue.DependsOnIndex(1),
+		}}},
+	})
+	if err != nil {
+		panic(err)
+	}
+
+	params := &pgqueue.JobListParams{Workflow: res.Workflow, Limit: 1000}
+	cancelled := 0
+	for {
+		page, err := client.JobList(ctx, params)
+		if err != nil {
+			panic(err)
+		}
+		ids := make([]int64, len(page.Jobs))
+		for i, j := range page.Jobs {
+			ids[i] = j.ID
+		}
+		done, err := client.JobCancelMany(ctx, ids)
+		if err != nil {
+			panic(err)
+		}
+		cancelled += len(done.Changed)
+		if page.NextCursor == "" {
+			break
+		}
+		params.Cursor = page.NextCursor
+	}
+	w, err := client.WorkflowGet(ctx, res.Workflow)
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println("cancelled:", cancelled, "done:", w.Done())
+	// Output:
+	// cancelled: 3 done: true
+}

@@ -69,6 +69,11 @@ type JobListParams struct {
 	// with Kinds or a range on a large table: no index serves it by
 	// default.
 	ArgsContain any
+	// Workflow lists only the jobs of this workflow
+	// (EnqueueManyResult.Workflow), read through the workflow's index:
+	// with JobCancelMany or JobRetryMany, what acts on a whole workflow.
+	// Zero: no filter; negative is ErrInvalid.
+	Workflow int64
 
 	// OrderBy is the ordering, JobListOrderID when empty.
 	OrderBy JobListOrder
@@ -120,6 +125,13 @@ func (c *Client) JobList(ctx context.Context, params *JobListParams) (*JobListRe
 	if limit < 0 || limit > MaxJobListLimit {
 		return nil, fmt.Errorf("pgqueue: job list: %w option: limit %d is not between 1 and %d", ErrInvalid, params.Limit, MaxJobListLimit)
 	}
+	var workflow any // NULL: no filter
+	switch {
+	case params.Workflow < 0:
+		return nil, fmt.Errorf("pgqueue: job list: %w option: workflow %d is not a workflow id", ErrInvalid, params.Workflow)
+	case params.Workflow > 0:
+		workflow = params.Workflow
+	}
 	states, err := jobListStates(params.States)
 	if err != nil {
 		return nil, err
@@ -143,7 +155,7 @@ func (c *Client) JobList(ctx context.Context, params *JobListParams) (*JobListRe
 		nilIfEmpty(params.IDs), nilIfEmpty(params.Queues), nilIfEmpty(params.Kinds), states, nilIfEmpty(params.Tags),
 		nilIfZero(params.CreatedFrom), nilIfZero(params.CreatedBefore),
 		nilIfZero(params.FinalizedFrom), nilIfZero(params.FinalizedBefore),
-		args, limit+1, afterAt, afterID)
+		args, limit+1, afterAt, afterID, workflow)
 	if err != nil {
 		return nil, dbError("job list", err)
 	}

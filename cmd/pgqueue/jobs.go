@@ -42,6 +42,8 @@ comma-separated values):
 	                available, running, completed, discarded, cancelled
 	--tag T         only jobs carrying all of these tags
 	--args JSON     only jobs whose args contain this JSON object
+	--workflow ID   only the jobs of this workflow (cancel --workflow ID
+	                cancels what of it has not ended)
 	--created-after T, --created-before T
 	--finalized-after T, --finalized-before T
 	                time ranges; T is RFC 3339 or a duration ago (90m)
@@ -126,6 +128,7 @@ type filterFlags struct {
 	queues, kinds, states, tags                listFlag
 	argsJSON                                   string
 	createdFrom, createdTo, finalFrom, finalTo timeFlag
+	workflow                                   int64
 }
 
 func (f *filterFlags) register(fs *flag.FlagSet) {
@@ -138,11 +141,12 @@ func (f *filterFlags) register(fs *flag.FlagSet) {
 	fs.Var(&f.createdTo, "created-before", "")
 	fs.Var(&f.finalFrom, "finalized-after", "")
 	fs.Var(&f.finalTo, "finalized-before", "")
+	fs.Int64Var(&f.workflow, "workflow", 0, "")
 }
 
 // set reports whether any filter was given.
 func (f *filterFlags) set() bool {
-	return len(f.queues)+len(f.kinds)+len(f.states)+len(f.tags) > 0 || f.argsJSON != "" ||
+	return len(f.queues)+len(f.kinds)+len(f.states)+len(f.tags) > 0 || f.argsJSON != "" || f.workflow != 0 ||
 		!f.createdFrom.t.IsZero() || !f.createdTo.t.IsZero() || !f.finalFrom.t.IsZero() || !f.finalTo.t.IsZero()
 }
 
@@ -164,6 +168,10 @@ func (f *filterFlags) apply(p *pgqueue.JobListParams) error {
 		}
 		p.ArgsContain = json.RawMessage(f.argsJSON)
 	}
+	if f.workflow < 0 {
+		return usagef("invalid --workflow %d", f.workflow)
+	}
+	p.Workflow = f.workflow
 	p.Queues, p.Kinds, p.Tags = f.queues, f.kinds, f.tags
 	p.CreatedFrom, p.CreatedBefore = f.createdFrom.t, f.createdTo.t
 	p.FinalizedFrom, p.FinalizedBefore = f.finalFrom.t, f.finalTo.t

@@ -82,4 +82,30 @@ func TestWorkflowsShow(t *testing.T) {
 		t.Fatal(err)
 	}
 	contains(t, cli(t, exitOK, append([]string{"jobs", "list", "--state", "blocked"}, db...)...), id(1), id(2))
+
+	// A whole workflow by --workflow: listed, cancelled and retried, and
+	// nothing of another workflow or of none.
+	other, err := client.EnqueueMany(ctx, []pgqueue.EnqueueManyParams{
+		{Args: opsJob{N: 4}},
+		{Args: opsJob{N: 5}, Opts: &pgqueue.EnqueueOpts{DependsOn: []pgqueue.Dependency{pgqueue.DependsOnIndex(0)}}},
+	})
+	must(t, err)
+	alone, err := client.Enqueue(ctx, opsJob{N: 6}, nil)
+	must(t, err)
+	out = cli(t, exitOK, append([]string{"jobs", "list", "--workflow", wf, "--json"}, db...)...)
+	var listed struct{ Jobs []jobJSON }
+	must(t, json.Unmarshal([]byte(out), &listed))
+	if len(listed.Jobs) != 3 || listed.Jobs[0].ID != res.IDs[2] {
+		t.Fatalf("jobs list --workflow %s --json: %s", wf, out)
+	}
+	contains(t, cli(t, exitOK, append([]string{"jobs", "cancel", "--workflow", wf}, db...)...), "cancelled: 3\n")
+	contains(t, cli(t, exitOK, append([]string{"workflows", "show", wf}, db...)...), "3 jobs, 3 cancelled")
+	otherWF := strconv.FormatInt(other.Workflow, 10)
+	contains(t, cli(t, exitOK, append([]string{"workflows", "show", otherWF}, db...)...), "2 jobs, 1 blocked, 1 available")
+	if j, err := client.JobGet(ctx, alone.ID); err != nil || j.State != pgqueue.StateAvailable {
+		t.Fatalf("the job of no workflow: %v, %v", j, err)
+	}
+	contains(t, cli(t, exitOK, append([]string{"jobs", "retry", "--workflow", wf}, db...)...), "retried: 3\n")
+	contains(t, cli(t, exitOK, append([]string{"workflows", "show", wf}, db...)...), "3 jobs, 2 blocked, 1 available")
+	cli(t, exitUsage, append([]string{"jobs", "cancel", "--workflow", "-4"}, db...)...)
 }

@@ -39,6 +39,8 @@ WHERE ($1::bigint[] IS NULL OR j.id = ANY ($1))
   AND ($8::timestamptz IS NULL OR j.finalized_at >= $8)
   AND ($9::timestamptz IS NULL OR j.finalized_at < $9)
   AND ($10::jsonb IS NULL OR j.args @> $10)
+  -- jobs_workflow_idx (workflow_id, id) holds a workflow's jobs in id order.
+  AND ($14::bigint IS NULL OR j.workflow_id = $14)
   AND j.{{order}} IS NOT NULL
   AND ($12::{{type}} IS NULL OR (j.{{order}}, j.id) {{cmp}} ($12, $13::bigint))
   AND ($12::{{type}} IS NOT NULL OR $13::bigint IS NULL OR j.id {{cmp}} $13)
