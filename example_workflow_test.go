@@ -83,10 +83,9 @@ func ExampleEnqueueOpts_dependsOn() {
 	// jobs: 4 edges: 3
 }
 
-// Cancel a whole workflow: list its jobs a page at a time and cancel
-// each page. Jobs already final come back in Unchanged; running ones in
-// CancelRequested (their workers are asked to stop them).
-func ExampleJobListParams_workflow() {
+// Cancel what of a workflow has not ended; jobs already final stay as
+// they are.
+func ExampleClient_WorkflowCancel() {
 	ctx := context.Background()
 	pool, drop := exampleDB()
 	defer drop()
@@ -104,33 +103,19 @@ func ExampleJobListParams_workflow() {
 	if err != nil {
 		panic(err)
 	}
+	if _, err := client.JobCancel(ctx, res.IDs[1]); err != nil {
+		panic(err)
+	}
 
-	params := &pgqueue.JobListParams{Workflow: res.Workflow, Limit: 1000}
-	cancelled := 0
-	for {
-		page, err := client.JobList(ctx, params)
-		if err != nil {
-			panic(err)
-		}
-		ids := make([]int64, len(page.Jobs))
-		for i, j := range page.Jobs {
-			ids[i] = j.ID
-		}
-		done, err := client.JobCancelMany(ctx, ids)
-		if err != nil {
-			panic(err)
-		}
-		cancelled += len(done.Changed)
-		if page.NextCursor == "" {
-			break
-		}
-		params.Cursor = page.NextCursor
+	cancelled, err := client.WorkflowCancel(ctx, res.Workflow)
+	if err != nil {
+		panic(err)
 	}
 	w, err := client.WorkflowGet(ctx, res.Workflow)
 	if err != nil {
 		panic(err)
 	}
-	fmt.Println("cancelled:", cancelled, "done:", w.Done())
+	fmt.Println("cancelled now:", len(cancelled.Changed), "cancelled in all:", w.Counts[pgqueue.StateCancelled], "done:", w.Done())
 	// Output:
-	// cancelled: 3 done: true
+	// cancelled now: 1 cancelled in all: 3 done: true
 }

@@ -163,6 +163,8 @@ func (h *Handler) routes() {
 	m.HandleFunc("POST /queue/{name}/limits", h.setLimits)
 	m.HandleFunc("GET /workflows", h.workflows)
 	m.HandleFunc("GET /workflows/{id}", h.workflow)
+	m.HandleFunc("GET /workflows/{id}/cancel", h.confirmWorkflowCancel)
+	m.HandleFunc("POST /workflows/{id}/cancel", h.workflowCancel)
 	m.HandleFunc("GET /locks", h.locks)
 	m.HandleFunc("GET /periodic", h.periodic)
 	m.Handle("GET /static/", h.static)

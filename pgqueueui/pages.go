@@ -276,12 +276,13 @@ func prettyJSON(b []byte) string {
 // doneMessages are the notes an action's redirect can ask for: a fixed
 // set, so the query string cannot put words on the page.
 var doneMessages = map[string]string{
-	"retry":  "The job was retried: it runs when a worker takes it, or, if it waits for other jobs, once they complete.",
-	"cancel": "The job was cancelled (a running job is asked to stop).",
-	"delete": "The job was deleted.",
-	"pause":  "The queue was paused.",
-	"resume": "The queue was resumed.",
-	"limits": "The queue's limits were saved: every client obeys them from now on.",
+	"retry":           "The job was retried: it runs when a worker takes it, or, if it waits for other jobs, once they complete.",
+	"cancel":          "The job was cancelled (a running job is asked to stop).",
+	"cancel-workflow": "The workflow's jobs that had not ended were cancelled (running ones are asked to stop).",
+	"delete":          "The job was deleted.",
+	"pause":           "The queue was paused.",
+	"resume":          "The queue was resumed.",
+	"limits":          "The queue's limits were saved: every client obeys them from now on.",
 }
 
 func parseID(r *http.Request) (int64, bool) {

@@ -76,6 +76,7 @@ func (j *workflowJob) More() int { return j.Parents - len(j.Shown) }
 type workflowData struct {
 	ID     int64
 	Done   bool
+	Note   string // what an action just did (doneMessages)
 	Total  int
 	Counts []stateCount
 	Jobs   []*workflowJob
@@ -192,7 +193,53 @@ func (h *Handler) workflow(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, http.StatusInternalServerError, err.Error())
 		return
 	}
+	d.Note = doneMessages[r.URL.Query().Get("done")]
 	h.render(w, r, http.StatusOK, "workflow", fmt.Sprintf("Workflow %d", id), d)
+}
+
+// confirmWorkflowCancel asks before cancelling a workflow: GET shows the
+// question, only its POST acts.
+func (h *Handler) confirmWorkflowCancel(w http.ResponseWriter, r *http.Request) {
+	id, ok := parseID(r)
+	if !ok {
+		h.fail(w, r, http.StatusNotFound, "no such page")
+		return
+	}
+	if h.readOnly {
+		h.fail(w, r, http.StatusForbidden, "the dashboard is read-only")
+		return
+	}
+	h.render(w, r, http.StatusOK, "confirm", "Cancel workflow", &confirmData{
+		Verb: "Cancel", What: fmt.Sprintf("every job of workflow %d that has not ended", id),
+		Action: fmt.Sprintf("/workflows/%d/cancel", id), Back: fmt.Sprintf("/workflows/%d", id),
+	})
+}
+
+// workflowCancel cancels what of a workflow has not ended
+// (Client.WorkflowCancel) and goes back to its page.
+func (h *Handler) workflowCancel(w http.ResponseWriter, r *http.Request) {
+	id, ok := parseID(r)
+	if !ok {
+		h.fail(w, r, http.StatusNotFound, "no such action")
+		return
+	}
+	if h.readOnly {
+		h.fail(w, r, http.StatusForbidden, "the dashboard is read-only")
+		return
+	}
+	if err := h.checkCSRF(w, r); err != nil {
+		h.fail(w, r, http.StatusForbidden, err.Error())
+		return
+	}
+	_, err := h.client.WorkflowCancel(r.Context(), id)
+	switch {
+	case errors.Is(err, pgqueue.ErrWorkflowNotFound):
+		h.fail(w, r, http.StatusNotFound, fmt.Sprintf("workflow %d does not exist", id))
+	case err != nil:
+		h.fail(w, r, http.StatusInternalServerError, err.Error())
+	default:
+		http.Redirect(w, r, fmt.Sprintf("%s/workflows/%d?done=cancel-workflow", h.prefix, id), http.StatusSeeOther)
+	}
 }
 
 type workflowsData struct {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/pgqueue/pgqueue"
 	"github.com/pgqueue/pgqueue/pgqueuetest"
+	"github.com/pgqueue/pgqueue/pgqueueui"
 )
 
 // enqueueWorkflow inserts params as one batch and returns its ids and
@@ -292,4 +293,61 @@ func TestWorkflowRetryResumes(t *testing.T) {
 	_, body = e.get(path)
 	mustContain(t, "released child", body, fmt.Sprintf(`<tr data-id="%d" data-state="available">`, child),
 		fmt.Sprintf(`data-parent="%d">%d <span class="state completed">completed</span>`, parent, parent), "1, none holds it now:")
+}
+
+// TestWorkflowCancelAction: the workflow page offers "Cancel workflow"
+// while some job has not ended; confirmed, it cancels them all and the
+// page says so; a done workflow, or a read-only dashboard, offers none.
+func TestWorkflowCancelAction(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, nil)
+	ids, wf := e.enqueueWorkflow([]pgqueue.EnqueueManyParams{
+		{Args: emailArgs{To: "a"}},
+		{Args: reportArgs{N: 1}, Opts: &pgqueue.EnqueueOpts{DependsOn: []pgqueue.Dependency{pgqueue.DependsOnIndex(0)}}},
+		{Args: reportArgs{N: 2}, Opts: &pgqueue.EnqueueOpts{DependsOn: []pgqueue.Dependency{pgqueue.DependsOnIndex(0).OnFailure(pgqueue.ParentFailureWait)}}},
+	})
+	path := fmt.Sprintf("/workflows/%d", wf)
+	_, body := e.get(path)
+	mustContain(t, "workflow in progress", body, fmt.Sprintf(`id="action-cancel-workflow" href="%s/cancel"`, path))
+
+	resp, _ := e.post(path+"/cancel", e.confirm(path+"/cancel"))
+	if resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != path+"?done=cancel-workflow" {
+		t.Fatalf("cancel: %d %s", resp.StatusCode, resp.Header.Get("Location"))
+	}
+	for _, id := range ids {
+		if got := e.state(id); got != pgqueue.StateCancelled {
+			t.Errorf("job %d after the cancel: %s", id, got)
+		}
+	}
+	_, body = e.get(path + "?done=cancel-workflow")
+	mustContain(t, "cancelled workflow", body, `id="done"`, "3 cancelled", `<span class="state completed">done</span>`)
+	if strings.Contains(body, "action-cancel-workflow") {
+		t.Error("a done workflow offers to cancel it")
+	}
+
+	// Without the CSRF token, nothing happens.
+	resp, _ = e.post(path+"/cancel", nil)
+	if resp.StatusCode != http.StatusForbidden {
+		t.Errorf("POST without a token: %d, want 403", resp.StatusCode)
+	}
+	if status, _ := e.get("/workflows/999999/cancel"); status != http.StatusOK {
+		t.Errorf("GET the confirmation of an unknown workflow: %d", status)
+	}
+	resp, _ = e.post("/workflows/999999/cancel", e.confirm("/workflows/999999/cancel"))
+	if resp.StatusCode != http.StatusNotFound {
+		t.Errorf("cancel an unknown workflow: %d, want 404", resp.StatusCode)
+	}
+
+	ro := newEnv(t, &pgqueueui.Options{ReadOnly: true})
+	_, wf2 := ro.enqueueWorkflow([]pgqueue.EnqueueManyParams{
+		{Args: emailArgs{To: "b"}},
+		{Args: reportArgs{N: 3}, Opts: &pgqueue.EnqueueOpts{DependsOn: []pgqueue.Dependency{pgqueue.DependsOnIndex(0)}}},
+	})
+	_, body = ro.get(fmt.Sprintf("/workflows/%d", wf2))
+	if strings.Contains(body, "action-cancel-workflow") {
+		t.Error("a read-only dashboard offers to cancel a workflow")
+	}
+	if status, _ := ro.get(fmt.Sprintf("/workflows/%d/cancel", wf2)); status != http.StatusForbidden {
+		t.Errorf("read-only confirmation page: %d, want 403", status)
+	}
 }

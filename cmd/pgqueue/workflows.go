@@ -12,19 +12,27 @@ import (
 	"github.com/pgqueue/pgqueue"
 )
 
-const workflowsUsage = `Usage: pgqueue workflows show ID [flags]
+const workflowsUsage = `Usage: pgqueue workflows show|cancel ID [flags]
 
-Shows a workflow (jobs that wait for other jobs, inserted with
-dependencies): its jobs counted by state, then each job with its state
-and the jobs it waits for (a * marks a dependency that no longer holds
-it: the parent completed, or failed under the "run" policy).
+Subcommands:
+
+	show ID     a workflow (jobs that wait for other jobs, inserted with
+	            dependencies): its jobs counted by state, then each job
+	            with its state and the jobs it waits for (a * marks a
+	            dependency that no longer holds it: the parent completed,
+	            or failed under the "run" policy)
+	cancel ID   cancel what of the workflow has not ended: blocked,
+	            scheduled and available jobs at once, running ones through
+	            their workers; 1000 jobs per statement; prints counts
 
 Flags:
 
 	--database-url URL  database (default: $DATABASE_URL)
 	--schema NAME       schema of pgqueue's tables (default "pgqueue")
-	--json              print JSON: id, counts, jobs (as jobs get --json)
-	                    and edges (parent, child, on_failure, resolved)
+	--json              show: print JSON: id, counts, jobs (as jobs get
+	                    --json) and edges (parent, child, on_failure,
+	                    resolved); cancel: the counts (done,
+	                    cancel_requested, unchanged)
 
 Exit codes: 0 ok; 1 failure; 2 usage; 3 no job belongs to the workflow.
 `
@@ -32,18 +40,20 @@ Exit codes: 0 ok; 1 failure; 2 usage; 3 no job belongs to the workflow.
 // runWorkflows is the workflows command.
 func runWorkflows(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
-		return parseFailed("workflows", workflowsUsage, usagef("missing subcommand: show"), stdout, stderr)
+		return parseFailed("workflows", workflowsUsage, usagef("missing subcommand: show or cancel"), stdout, stderr)
 	}
 	sub, rest := args[0], args[1:]
 	var err error
 	switch sub {
 	case "show":
 		err = workflowsShow(ctx, rest, stdout)
+	case "cancel":
+		err = workflowsCancel(ctx, rest, stdout)
 	case "-h", "-help", "--help":
 		fmt.Fprint(stdout, workflowsUsage)
 		return exitOK
 	default:
-		err = usagef("unknown subcommand %q: want show", sub)
+		err = usagef("unknown subcommand %q: want show or cancel", sub)
 	}
 	return finish("workflows", workflowsUsage, err, stdout, stderr)
 }
@@ -64,29 +74,61 @@ type edgeJSON struct {
 	Resolved  bool   `json:"resolved"`
 }
 
-func workflowsShow(ctx context.Context, args []string, stdout io.Writer) error {
-	var f readFlags
-	fs := newFlagSet("workflows show")
+// workflowArgs parses the flags and the one workflow ID of subcommand
+// sub, and connects.
+func workflowArgs(ctx context.Context, sub string, args []string) (id int64, f readFlags, client *pgqueue.Client, done func(), err error) {
+	fs := newFlagSet("workflows " + sub)
 	f.register(fs)
 	pos, err := parseArgs(fs, args)
 	if err != nil {
-		return err
+		return 0, f, nil, nil, err
 	}
 	if len(pos) != 1 {
-		return usagef("show takes one workflow ID")
+		return 0, f, nil, nil, usagef("%s takes one workflow ID", sub)
 	}
-	id, err := strconv.ParseInt(pos[0], 10, 64)
+	id, err = strconv.ParseInt(pos[0], 10, 64)
 	if err != nil || id <= 0 {
-		return usagef("invalid workflow ID %q", pos[0])
+		return 0, f, nil, nil, usagef("invalid workflow ID %q", pos[0])
 	}
 	if err := f.check(); err != nil {
-		return err
+		return 0, f, nil, nil, err
 	}
 	pool, client, err := f.connect(ctx)
 	if err != nil {
+		return 0, f, nil, nil, err
+	}
+	return id, f, client, pool.Close, nil
+}
+
+func workflowsCancel(ctx context.Context, args []string, stdout io.Writer) error {
+	id, f, client, done, err := workflowArgs(ctx, "cancel", args)
+	if err != nil {
 		return err
 	}
-	defer pool.Close()
+	defer done()
+	res, err := client.WorkflowCancel(ctx, id)
+	if errors.Is(err, pgqueue.ErrWorkflowNotFound) {
+		return &notFoundError{fmt.Sprintf("workflow %d not found", id)}
+	}
+	if err != nil {
+		return err
+	}
+	c := controlCounts{Done: len(res.Changed), Requested: len(res.CancelRequested), Unchanged: len(res.Unchanged)}
+	if f.json {
+		return writeJSON(stdout, c)
+	}
+	fmt.Fprintf(stdout, "cancelled: %d\n", c.Done)
+	printCount(stdout, "running, cancel requested (their workers stop them)", c.Requested)
+	printCount(stdout, "ended meanwhile, unchanged", c.Unchanged)
+	return nil
+}
+
+func workflowsShow(ctx context.Context, args []string, stdout io.Writer) error {
+	id, f, client, done, err := workflowArgs(ctx, "show", args)
+	if err != nil {
+		return err
+	}
+	defer done()
 	w, err := client.WorkflowGet(ctx, id)
 	if errors.Is(err, pgqueue.ErrWorkflowNotFound) {
 		return &notFoundError{fmt.Sprintf("workflow %d not found", id)}
