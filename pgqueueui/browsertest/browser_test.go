@@ -279,5 +279,18 @@ func TestDashboardInChromium(t *testing.T) {
 	}
 	untouched("workflow")
 
+	// Cancel the whole workflow from its page, behind the confirmation.
+	do("workflow cancel",
+		chromedp.Click(chromedp.CSS(`#action-cancel-workflow`)),
+		chromedp.WaitVisible(chromedp.CSS(`#confirm-form`)),
+		chromedp.Click(chromedp.CSS(`#confirm`)),
+		chromedp.WaitVisible(chromedp.CSS(`#done`)))
+	if counts, status := text(`#workflow-counts`), text(`#workflow-status`); !strings.Contains(counts, "4 cancelled") || !strings.Contains(status, "done") {
+		t.Fatalf("workflow after its cancel: %q, %q", status, counts)
+	}
+	if w, err := client.WorkflowGet(ctx, flow.Workflow); err != nil || w.Counts[pgqueue.StateCancelled] != 4 {
+		t.Fatalf("after the workflow's cancel the database has %v, %v", w, err)
+	}
+
 	do("locks", chromedp.Navigate(base+"/locks"), chromedp.WaitVisible(chromedp.CSS(`h1`)), shot("locks"))
 }
