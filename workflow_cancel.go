@@ -2,7 +2,11 @@ package pgqueue
 
 import (
 	"context"
+	"errors"
 	"fmt"
+
+	"github.com/jackc/pgerrcode"
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // workflowCancelPage is how many jobs one statement of WorkflowCancel
@@ -49,7 +53,7 @@ func (c *Client) WorkflowCancel(ctx context.Context, id int64) (*JobManyResult, 
 			for i, j := range page.Jobs {
 				ids[i] = j.ID
 			}
-			res, err := c.JobCancelMany(ctx, ids)
+			res, err := c.cancelPage(ctx, ids)
 			if err != nil {
 				return out, fmt.Errorf("pgqueue: %s: %w", op, err)
 			}
@@ -74,4 +78,20 @@ func (c *Client) WorkflowCancel(ctx context.Context, id int64) (*JobManyResult, 
 		}
 	}
 	return out, nil
+}
+
+// cancelPage is JobCancelMany of one page, run again (up to three times)
+// when PostgreSQL rolled it back to break a deadlock or a serialization
+// conflict: nothing of it was written, and its rows are locked in id
+// order, but jobs that wait for jobs of a later id (a batch may order them
+// so) can still close a cycle with a completion.
+func (c *Client) cancelPage(ctx context.Context, ids []int64) (*JobManyResult, error) {
+	for attempt := 1; ; attempt++ {
+		res, err := c.JobCancelMany(ctx, ids)
+		var pgErr *pgconn.PgError
+		if err == nil || attempt == 3 || !errors.As(err, &pgErr) ||
+			(pgErr.Code != pgerrcode.DeadlockDetected && pgErr.Code != pgerrcode.SerializationFailure) {
+			return res, err
+		}
+	}
 }

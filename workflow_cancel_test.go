@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/pgqueue/pgqueue"
+	"github.com/pgqueue/pgqueue/internal/jobsql"
 )
 
 type holdArgs struct{}
@@ -105,5 +107,115 @@ func TestWorkflowCancel(t *testing.T) {
 		if _, err := c.WorkflowCancel(ctx, id); !errors.Is(err, pgqueue.ErrWorkflowNotFound) {
 			t.Errorf("WorkflowCancel(%d): %v, want ErrWorkflowNotFound", id, err)
 		}
+	}
+}
+
+// WorkflowCancel while the workflow runs: a layered workflow of 2,000
+// jobs worked by 20 workers is cancelled midway. The cancel succeeds
+// beside the completions that release jobs (retrying a page PostgreSQL
+// failed to break a deadlock), and the workflow ends with every job final: those that ran completed after their
+// parents, the rest cancelled, none left waiting.
+func TestWorkflowCancelWhileRunning(t *testing.T) {
+	t.Parallel()
+	skipInShortMode(t, "a layered workflow of 2,000 jobs")
+	ctx := t.Context()
+	pool := newPool(t)
+	var done atomic.Int64
+	ws := pgqueue.NewWorkers()
+	must(t, pgqueue.AddWorkerFunc(ws, func(context.Context, *pgqueue.Job[noteArgs]) error {
+		done.Add(1)
+		return nil
+	}, nil))
+	b := startClient(t, pool, ws, &pgqueue.Config{Queues: map[string]pgqueue.QueueConfig{pgqueue.QueueDefault: {MaxWorkers: 20}}})
+	res, err := b.client.EnqueueMany(ctx, layeredParams(2000))
+	must(t, err)
+	waitFor(t, "300 jobs done", func() bool { return done.Load() >= 300 })
+	cancelled, err := b.client.WorkflowCancel(ctx, res.Workflow)
+	must(t, err)
+	if len(cancelled.Changed) == 0 {
+		t.Fatalf("the cancel changed nothing: %+v (%d jobs ran)", cancelled, done.Load())
+	}
+	waitFor(t, "the workflow done", func() bool {
+		w, err := b.client.WorkflowGet(ctx, res.Workflow)
+		must(t, err)
+		return w.Done()
+	})
+	w, err := b.client.WorkflowGet(ctx, res.Workflow)
+	must(t, err)
+	if w.Counts[pgqueue.StateCompleted]+w.Counts[pgqueue.StateCancelled] != len(res.IDs) || w.Counts[pgqueue.StateCancelled] == 0 {
+		t.Fatalf("after the cancel: %v, want every job completed or cancelled, some cancelled", w.Counts)
+	}
+	for _, j := range w.Jobs {
+		if j.State == pgqueue.StateCompleted {
+			if n := parentsNotIn(t, pool, j.ID, "completed"); n > 0 {
+				t.Errorf("job %d completed with %d parents not completed", j.ID, n)
+			}
+		}
+	}
+	// A deadlock between the cancel and a completion can happen (a batch
+	// that completes jobs of two layers locks a job of the upper one
+	// before a child of the lower one, which the cancel may hold): PostgreSQL
+	// fails one of the two, and each retries.
+	var deadlocks int64
+	must(t, pool.QueryRow(ctx, "SELECT deadlocks FROM pg_stat_database WHERE datname = current_database()").Scan(&deadlocks))
+	t.Logf("%d completed, %d cancelled (%d by the call, %d cancel requested); %d deadlocks", w.Counts[pgqueue.StateCompleted],
+		w.Counts[pgqueue.StateCancelled], len(cancelled.Changed), len(cancelled.CancelRequested), deadlocks)
+}
+
+// A page of WorkflowCancel that PostgreSQL fails to break a deadlock is
+// run again. Another transaction holds the workflow's last job, the
+// cancel locks the first two and waits for it, and the other transaction
+// then asks for the first: a cycle. The cancel, whose deadlock_timeout
+// (1 s) runs out first, is the one failed; its retry cancels all three.
+func TestWorkflowCancelRetriesADeadlock(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	pool := newPool(t)
+	c := newClient(t, pool, nil)
+	res, err := c.EnqueueMany(ctx, []pgqueue.EnqueueManyParams{
+		{Args: noteArgs{N: 1}}, {Args: noteArgs{N: 2}},
+		{Args: noteArgs{N: 3}, Opts: &pgqueue.EnqueueOpts{DependsOn: []pgqueue.Dependency{pgqueue.DependsOnIndex(1)}}},
+	})
+	must(t, err)
+	other, err := pool.Begin(ctx)
+	must(t, err)
+	defer func() { _ = other.Rollback(context.Background()) }()
+	// Its own deadlock check comes after the cancel's.
+	if _, err := other.Exec(ctx, "SET LOCAL deadlock_timeout = '30s'"); err != nil {
+		t.Skipf("cannot raise deadlock_timeout (not a superuser?): %v", err)
+	}
+	_, err = other.Exec(ctx, "SELECT 1 FROM pgqueue.jobs WHERE id = $1 FOR UPDATE", res.IDs[2])
+	must(t, err)
+
+	type outcome struct {
+		res *pgqueue.JobManyResult
+		err error
+	}
+	done := make(chan outcome, 1)
+	go func() {
+		r, err := c.WorkflowCancel(ctx, res.Workflow)
+		done <- outcome{r, err}
+	}()
+	q, err := jobsql.Load(pgqueue.SchemaDefault)
+	must(t, err)
+	waitFor(t, "the cancel waiting for the last job", func() bool {
+		var n int
+		must(t, pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
+			WHERE datname = current_database() AND wait_event_type = 'Lock' AND starts_with($1, query)`, q.JobCancelMany).Scan(&n))
+		return n > 0
+	})
+	_, err = other.Exec(ctx, "SELECT 1 FROM pgqueue.jobs WHERE id = $1 FOR UPDATE", res.IDs[0])
+	must(t, err) // granted once the cancel was failed and rolled back
+	must(t, other.Rollback(ctx))
+
+	o := <-done
+	must(t, o.err)
+	if !slices.Equal(o.res.Changed, res.IDs) {
+		t.Fatalf("WorkflowCancel after a deadlock = %+v, want all of %v changed", o.res, res.IDs)
+	}
+	var deadlocks int64
+	must(t, pool.QueryRow(ctx, "SELECT deadlocks FROM pg_stat_database WHERE datname = current_database()").Scan(&deadlocks))
+	if deadlocks == 0 {
+		t.Error("no deadlock happened: the test proves nothing")
 	}
 }

@@ -8,9 +8,11 @@
 package completer
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"log/slog"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -330,6 +332,10 @@ func (k *Completer) write(batch []Result) {
 			}
 		}
 	}()
+	// In id order, the order the statement then locks its rows in: other
+	// writers of many jobs (JobCancelMany) lock theirs in id order too, and
+	// two that took the same rows in different orders deadlocked.
+	slices.SortFunc(batch, func(a, b Result) int { return cmp.Compare(a.Row.ID, b.Row.ID) })
 	pending := batch
 	giveUp := time.Now().Add(k.giveUp)
 	for wait := 50 * time.Millisecond; len(pending) > 0; wait = min(2*wait, time.Second) {

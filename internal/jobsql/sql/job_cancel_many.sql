@@ -4,12 +4,23 @@
 -- 'requested' (running: its cancel was requested), or the current state of
 -- a job left alone (final already), read under FOR SHARE as job_cancel.sql
 -- does. Ids missing from the result have no job.
-WITH cancelled AS (
+--
+-- The rows are locked first, in id order, as completions lock theirs (the
+-- completer sends its batches sorted): the UPDATE alone took them in the
+-- order of its plan (a bitmap scan's: the table's), and a cancel of many
+-- jobs beside completions of the same ones deadlocked with them.
+WITH locked AS MATERIALIZED (
+    SELECT j.id
+    FROM {{schema}}.jobs j
+    WHERE j.id = ANY ($1::bigint[]) AND j.state IN ('blocked', 'scheduled', 'available', 'running')
+    ORDER BY j.id
+    FOR UPDATE
+), cancelled AS (
     UPDATE {{schema}}.jobs j
     SET state = CASE WHEN j.state = 'running' THEN j.state ELSE 'cancelled' END,
         finalized_at = CASE WHEN j.state = 'running' THEN NULL ELSE now() END,
         cancel_requested_at = CASE WHEN j.state = 'running' THEN coalesce(j.cancel_requested_at, now()) END
-    WHERE j.id = ANY ($1::bigint[]) AND j.state IN ('blocked', 'scheduled', 'available', 'running')
+    WHERE j.id = ANY (ARRAY(SELECT id FROM locked)) AND j.state IN ('blocked', 'scheduled', 'available', 'running')
     RETURNING j.id, j.state, j.fence, j.has_children
 ), told AS (
     SELECT pg_notify($2, json_build_object('op', 'cancel', 'id', c.id, 'fence', c.fence)::text)
