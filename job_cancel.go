@@ -64,12 +64,14 @@ func scanCancelled(row pgx.Row) (*JobRow, error) {
 // scheduled and available jobs are cancelled at once (Changed), running
 // ones have their cancel requested and their holders told
 // (CancelRequested), final ones are left as they were (Unchanged), and
-// ids no job has are NotFound.
+// ids no job has are NotFound. Its transaction is its own: when
+// PostgreSQL fails it to break a deadlock or a serialization conflict
+// (nothing was written), it runs again, up to three times in all.
 func (c *Client) JobCancelMany(ctx context.Context, ids []int64) (*JobManyResult, error) {
 	if err := ctxError(ctx, "cancel jobs"); err != nil {
 		return nil, err
 	}
-	return c.jobCancelMany(ctx, c.pool, ids)
+	return againIfRolledBack(func() (*JobManyResult, error) { return c.jobCancelMany(ctx, c.pool, ids) })
 }
 
 // JobCancelManyTx is JobCancelMany inside the caller's transaction: the

@@ -50,12 +50,13 @@ func (c *Client) jobDelete(ctx context.Context, db rowQuerier, id int64) (*JobRo
 
 // JobDeleteMany is JobDelete for the jobs of ids, in one statement: it
 // deletes those that are not running, skips running ones, and says which
-// was which (Changed: deleted).
+// was which (Changed: deleted). Like JobCancelMany, it runs again when
+// PostgreSQL fails it to break a deadlock.
 func (c *Client) JobDeleteMany(ctx context.Context, ids []int64) (*JobManyResult, error) {
 	if err := ctxError(ctx, "delete jobs"); err != nil {
 		return nil, err
 	}
-	return c.jobDeleteMany(ctx, c.pool, ids)
+	return againIfRolledBack(func() (*JobManyResult, error) { return c.jobDeleteMany(ctx, c.pool, ids) })
 }
 
 // JobDeleteManyTx is JobDeleteMany inside the caller's transaction.

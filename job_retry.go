@@ -109,12 +109,17 @@ type JobManyResult struct {
 // retries those it may, skips running ones, and says which was which. It
 // fails as a whole, changing nothing, when one of the jobs would collide
 // with another on its unique key (ErrUniqueConflict); retry those one by
-// one with JobRetry to learn which.
+// one with JobRetry to learn which. Like JobCancelMany, it runs again
+// when PostgreSQL fails it to break a deadlock.
 func (c *Client) JobRetryMany(ctx context.Context, ids []int64) (*JobManyResult, error) {
 	if err := ctxError(ctx, "retry jobs"); err != nil {
 		return nil, err
 	}
-	res, queues, err := c.jobRetryMany(ctx, c.pool, ids)
+	var queues map[string]bool
+	res, err := againIfRolledBack(func() (res *JobManyResult, err error) {
+		res, queues, err = c.jobRetryMany(ctx, c.pool, ids)
+		return res, err
+	})
 	if err != nil {
 		return nil, err
 	}

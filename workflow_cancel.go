@@ -2,11 +2,7 @@ package pgqueue
 
 import (
 	"context"
-	"errors"
 	"fmt"
-
-	"github.com/jackc/pgerrcode"
-	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // workflowCancelPage is how many jobs one statement of WorkflowCancel
@@ -30,8 +26,9 @@ const workflowCancelPage = 1000
 // snapshot: a job added to the workflow behind the pages is not
 // cancelled, and one that a cancelled parent released (ParentFailureRun)
 // may start before its page comes, which then asks its worker to stop
-// it. A failed page stops the call; the pages before it stay cancelled,
-// and the call can be repeated.
+// it. A page PostgreSQL fails to break a deadlock is run again (see
+// JobCancelMany); a page that fails otherwise stops the call, the pages
+// before it stay cancelled, and the call can be repeated.
 func (c *Client) WorkflowCancel(ctx context.Context, id int64) (*JobManyResult, error) {
 	op := fmt.Sprintf("workflow cancel %d", id)
 	if err := ctxError(ctx, op); err != nil {
@@ -53,7 +50,7 @@ func (c *Client) WorkflowCancel(ctx context.Context, id int64) (*JobManyResult, 
 			for i, j := range page.Jobs {
 				ids[i] = j.ID
 			}
-			res, err := c.cancelPage(ctx, ids)
+			res, err := c.JobCancelMany(ctx, ids)
 			if err != nil {
 				return out, fmt.Errorf("pgqueue: %s: %w", op, err)
 			}
@@ -78,20 +75,4 @@ func (c *Client) WorkflowCancel(ctx context.Context, id int64) (*JobManyResult, 
 		}
 	}
 	return out, nil
-}
-
-// cancelPage is JobCancelMany of one page, run again (up to three times)
-// when PostgreSQL rolled it back to break a deadlock or a serialization
-// conflict: nothing of it was written, and its rows are locked in id
-// order, but jobs that wait for jobs of a later id (a batch may order them
-// so) can still close a cycle with a completion.
-func (c *Client) cancelPage(ctx context.Context, ids []int64) (*JobManyResult, error) {
-	for attempt := 1; ; attempt++ {
-		res, err := c.JobCancelMany(ctx, ids)
-		var pgErr *pgconn.PgError
-		if err == nil || attempt == 3 || !errors.As(err, &pgErr) ||
-			(pgErr.Code != pgerrcode.DeadlockDetected && pgErr.Code != pgerrcode.SerializationFailure) {
-			return res, err
-		}
-	}
 }
