@@ -153,9 +153,9 @@ func TestWorkflowCancelWhileRunning(t *testing.T) {
 		}
 	}
 	// A deadlock between the cancel and a completion can happen (a batch
-	// that completes jobs of two layers locks a job of the upper one
-	// before a child of the lower one, which the cancel may hold): PostgreSQL
-	// fails one of the two, and each retries.
+	// that completes jobs of two layers locks its job of the later one
+	// before the children of its job of the earlier one, which the cancel
+	// may hold): PostgreSQL fails one of the two, and each retries.
 	var deadlocks int64
 	must(t, pool.QueryRow(ctx, "SELECT deadlocks FROM pg_stat_database WHERE datname = current_database()").Scan(&deadlocks))
 	t.Logf("%d completed, %d cancelled (%d by the call, %d cancel requested); %d deadlocks", w.Counts[pgqueue.StateCompleted],
