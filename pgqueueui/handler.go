@@ -224,6 +224,24 @@ func (h *Handler) sign(v string) string {
 	return base64.RawURLEncoding.EncodeToString(m.Sum(nil))
 }
 
+// writable reports whether r may change anything, and answers 403 when
+// not: never on a read-only dashboard, and a POST only with the CSRF
+// token of its cookie (checkCSRF). Every action and its confirmation
+// page start with it.
+func (h *Handler) writable(w http.ResponseWriter, r *http.Request) bool {
+	if h.readOnly {
+		h.fail(w, r, http.StatusForbidden, "the dashboard is read-only")
+		return false
+	}
+	if r.Method == http.MethodPost {
+		if err := h.checkCSRF(w, r); err != nil {
+			h.fail(w, r, http.StatusForbidden, err.Error())
+			return false
+		}
+	}
+	return true
+}
+
 // checkCSRF reports whether the POST r carries the token of its cookie and
 // does not come from another origin.
 func (h *Handler) checkCSRF(w http.ResponseWriter, r *http.Request) error {

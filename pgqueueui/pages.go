@@ -344,8 +344,7 @@ func (h *Handler) confirmJobAction(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, http.StatusNotFound, "no such page")
 		return
 	}
-	if h.readOnly {
-		h.fail(w, r, http.StatusForbidden, "the dashboard is read-only")
+	if !h.writable(w, r) {
 		return
 	}
 	h.render(w, r, http.StatusOK, "confirm", verb+" job", &confirmData{
@@ -362,12 +361,7 @@ func (h *Handler) jobAction(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, http.StatusNotFound, "no such action")
 		return
 	}
-	if h.readOnly {
-		h.fail(w, r, http.StatusForbidden, "the dashboard is read-only")
-		return
-	}
-	if err := h.checkCSRF(w, r); err != nil {
-		h.fail(w, r, http.StatusForbidden, err.Error())
+	if !h.writable(w, r) {
 		return
 	}
 	var err error
@@ -400,8 +394,7 @@ func (h *Handler) confirmQueueAction(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, http.StatusNotFound, "no such page")
 		return
 	}
-	if h.readOnly {
-		h.fail(w, r, http.StatusForbidden, "the dashboard is read-only")
+	if !h.writable(w, r) {
 		return
 	}
 	h.render(w, r, http.StatusOK, "confirm", verb+" queue", &confirmData{
@@ -415,12 +408,7 @@ func (h *Handler) queueAction(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, http.StatusNotFound, "no such action")
 		return
 	}
-	if h.readOnly {
-		h.fail(w, r, http.StatusForbidden, "the dashboard is read-only")
-		return
-	}
-	if err := h.checkCSRF(w, r); err != nil {
-		h.fail(w, r, http.StatusForbidden, err.Error())
+	if !h.writable(w, r) {
 		return
 	}
 	name := r.PostFormValue("name")

@@ -128,12 +128,7 @@ func (h *Handler) queue(w http.ResponseWriter, r *http.Request) {
 // setLimits stores the limits the form states. The form on the queue's
 // page is the confirmation: it shows what is stored and what will be.
 func (h *Handler) setLimits(w http.ResponseWriter, r *http.Request) {
-	if h.readOnly {
-		h.fail(w, r, http.StatusForbidden, "the dashboard is read-only")
-		return
-	}
-	if err := h.checkCSRF(w, r); err != nil {
-		h.fail(w, r, http.StatusForbidden, err.Error())
+	if !h.writable(w, r) {
 		return
 	}
 	name := r.PathValue("name")

@@ -205,8 +205,7 @@ func (h *Handler) confirmWorkflowCancel(w http.ResponseWriter, r *http.Request) 
 		h.fail(w, r, http.StatusNotFound, "no such page")
 		return
 	}
-	if h.readOnly {
-		h.fail(w, r, http.StatusForbidden, "the dashboard is read-only")
+	if !h.writable(w, r) {
 		return
 	}
 	h.render(w, r, http.StatusOK, "confirm", "Cancel workflow", &confirmData{
@@ -223,12 +222,7 @@ func (h *Handler) workflowCancel(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, http.StatusNotFound, "no such action")
 		return
 	}
-	if h.readOnly {
-		h.fail(w, r, http.StatusForbidden, "the dashboard is read-only")
-		return
-	}
-	if err := h.checkCSRF(w, r); err != nil {
-		h.fail(w, r, http.StatusForbidden, err.Error())
+	if !h.writable(w, r) {
 		return
 	}
 	_, err := h.client.WorkflowCancel(r.Context(), id)
