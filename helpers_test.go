@@ -57,18 +57,29 @@ func must(t testing.TB, err error) {
 // the test ends.
 func newPool(t testing.TB) *pgxpool.Pool {
 	t.Helper()
+	pool, _ := newTracedPool(t, nil)
+	return pool
+}
+
+// newTracedPool is newPool whose connections report to tracer (none when
+// nil); it also returns the database's connection string.
+func newTracedPool(t testing.TB, tracer pgx.QueryTracer) (*pgxpool.Pool, string) {
+	t.Helper()
 	connString := pgtest.DB().NewDatabase(t)
 	cfg, err := pgxpool.ParseConfig(connString)
 	if err != nil {
 		t.Fatal(err)
 	}
 	cfg.MaxConns = int32(pgtest.TestConns())
+	if tracer != nil {
+		cfg.ConnConfig.Tracer = tracer
+	}
 	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { closePool(t, pool) })
-	return pool
+	return pool, connString
 }
 
 // closePool closes pool, but does not wait forever: a test that failed

@@ -7,11 +7,9 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/pgqueue/pgqueue"
 	"github.com/pgqueue/pgqueue/internal/jobsql"
-	"github.com/pgqueue/pgqueue/internal/pgtest"
 )
 
 // endTracer records how the statements it watches ended.
@@ -56,14 +54,7 @@ func TestStopLetsStatementsInFlightFinish(t *testing.T) {
 	q, err := jobsql.Load(pgqueue.SchemaDefault)
 	must(t, err)
 	tr := &endTracer{watch: map[string]string{q.Poll: "poll", q.Prune: "prune"}, ended: map[string][]error{}}
-	url := pgtest.DB().NewDatabase(t)
-	cfg, err := pgxpool.ParseConfig(url)
-	must(t, err)
-	cfg.MaxConns = int32(pgtest.TestConns())
-	cfg.ConnConfig.Tracer = tr
-	pool, err := pgxpool.NewWithConfig(t.Context(), cfg)
-	must(t, err)
-	t.Cleanup(func() { closePool(t, pool) })
+	pool, url := newTracedPool(t, tr)
 
 	ws := pgqueue.NewWorkers()
 	must(t, pgqueue.AddWorkerFunc(ws, func(context.Context, *pgqueue.Job[noteArgs]) error { return nil }, nil))

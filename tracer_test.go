@@ -10,11 +10,9 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/pgqueue/pgqueue"
 	"github.com/pgqueue/pgqueue/internal/jobsql"
-	"github.com/pgqueue/pgqueue/internal/pgtest"
 )
 
 // recordingTracer notes every statement pgx tells a tracer about: single
@@ -112,20 +110,14 @@ func (r *recordingTracer) TraceCopyFromEnd(ctx context.Context, _ *pgx.Conn, d p
 func TestTracerSeesEveryStatementKind(t *testing.T) {
 	t.Parallel()
 	tr := newRecordingTracer()
-	cfg, err := pgxpool.ParseConfig(pgtest.DB().NewDatabase(t))
-	must(t, err)
-	cfg.MaxConns = int32(pgtest.TestConns())
-	cfg.ConnConfig.Tracer = tr
-	pool, err := pgxpool.NewWithConfig(t.Context(), cfg)
-	must(t, err)
-	t.Cleanup(func() { closePool(t, pool) })
+	pool, _ := newTracedPool(t, tr)
 
 	ws := pgqueue.NewWorkers()
 	must(t, pgqueue.AddWorkerFunc(ws, func(context.Context, *pgqueue.Job[noteArgs]) error { return nil }, nil))
 	b := startClient(t, pool, ws, &pgqueue.Config{RescueInterval: 100 * time.Millisecond, PruneInterval: 100 * time.Millisecond})
 
 	ctx := t.Context()
-	_, err = b.client.Enqueue(ctx, noteArgs{N: -1}, nil)
+	_, err := b.client.Enqueue(ctx, noteArgs{N: -1}, nil)
 	must(t, err)
 	params := noteParams(pgqueue.CopyThreshold)
 	params[0].Opts = &pgqueue.EnqueueOpts{RunAt: time.Now().Add(-time.Hour)} // the scheduled COPY, made due by the scheduler
