@@ -119,3 +119,38 @@ func ExampleClient_WorkflowCancel() {
 	// Output:
 	// cancelled now: 1 cancelled in all: 3 done: true
 }
+
+// Run again what of a workflow failed: a job that still waits for a job
+// it depends on goes back to blocked, so the workflow keeps its order.
+func ExampleClient_WorkflowRetry() {
+	ctx := context.Background()
+	pool, drop := exampleDB()
+	defer drop()
+	client, err := pgqueue.New(pool, nil) // no workers: nothing runs
+	if err != nil {
+		panic(err)
+	}
+	res, err := client.EnqueueMany(ctx, []pgqueue.EnqueueManyParams{
+		{Args: CountWordsArgs{File: "a.txt"}},
+		{Args: WordReportArgs{}, Opts: &pgqueue.EnqueueOpts{DependsOn: []pgqueue.Dependency{pgqueue.DependsOnIndex(0)}}},
+	})
+	if err != nil {
+		panic(err)
+	}
+	// The count is cancelled, and the report waiting for it with it.
+	if _, err := client.JobCancel(ctx, res.IDs[0]); err != nil {
+		panic(err)
+	}
+
+	retried, err := client.WorkflowRetry(ctx, res.Workflow)
+	if err != nil {
+		panic(err)
+	}
+	w, err := client.WorkflowGet(ctx, res.Workflow)
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println("retried:", len(retried.Changed), "count:", w.Jobs[0].State, "report:", w.Jobs[1].State)
+	// Output:
+	// retried: 2 count: available report: blocked
+}

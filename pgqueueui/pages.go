@@ -279,6 +279,7 @@ var doneMessages = map[string]string{
 	"retry":           "The job was retried: it runs when a worker takes it, or, if it waits for other jobs, once they complete.",
 	"cancel":          "The job was cancelled (a running job is asked to stop).",
 	"cancel-workflow": "The workflow's jobs that had not ended were cancelled (running ones are asked to stop).",
+	"retry-workflow":  "The workflow's discarded and cancelled jobs were retried: each runs when a worker takes it, or once the jobs it waits for complete.",
 	"delete":          "The job was deleted.",
 	"pause":           "The queue was paused.",
 	"resume":          "The queue was resumed.",

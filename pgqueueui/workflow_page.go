@@ -76,6 +76,7 @@ func (j *workflowJob) More() int { return j.Parents - len(j.Shown) }
 type workflowData struct {
 	ID     int64
 	Done   bool
+	Failed int    // jobs discarded or cancelled: what a retry takes
 	Note   string // what an action just did (doneMessages)
 	Total  int
 	Counts []stateCount
@@ -114,6 +115,9 @@ func (h *Handler) loadWorkflow(ctx context.Context, id, after int64) (*workflowD
 				d.Counts = append(d.Counts, stateCount{s, n})
 				d.Total += n
 				d.Done = d.Done && s.Final()
+				if s == pgqueue.StateDiscarded || s == pgqueue.StateCancelled {
+					d.Failed += n
+				}
 			}
 		}
 
@@ -197,42 +201,57 @@ func (h *Handler) workflow(w http.ResponseWriter, r *http.Request) {
 	h.render(w, r, http.StatusOK, "workflow", fmt.Sprintf("Workflow %d", id), d)
 }
 
-// confirmWorkflowCancel asks before cancelling a workflow: GET shows the
-// question, only its POST acts.
-func (h *Handler) confirmWorkflowCancel(w http.ResponseWriter, r *http.Request) {
-	id, ok := parseID(r)
-	if !ok {
+// workflowActions are the actions on a whole workflow, by path.
+var workflowActions = map[string]string{"cancel": "Cancel", "retry": "Retry"}
+
+// confirmWorkflowAction asks before cancelling or retrying a workflow: GET
+// shows the question, only its POST acts.
+func (h *Handler) confirmWorkflowAction(w http.ResponseWriter, r *http.Request) {
+	action := r.PathValue("action")
+	verb, ok := workflowActions[action]
+	id, okID := parseID(r)
+	if !ok || !okID {
 		h.fail(w, r, http.StatusNotFound, "no such page")
 		return
 	}
 	if !h.writable(w, r) {
 		return
 	}
-	h.render(w, r, http.StatusOK, "confirm", "Cancel workflow", &confirmData{
-		Verb: "Cancel", What: fmt.Sprintf("every job of workflow %d that has not ended", id),
-		Action: fmt.Sprintf("/workflows/%d/cancel", id), Back: fmt.Sprintf("/workflows/%d", id),
+	what := fmt.Sprintf("every job of workflow %d that has not ended", id)
+	if action == "retry" {
+		what = fmt.Sprintf("every discarded or cancelled job of workflow %d", id)
+	}
+	h.render(w, r, http.StatusOK, "confirm", verb+" workflow", &confirmData{
+		Verb: verb, What: what, Action: fmt.Sprintf("/workflows/%d/%s", id, action), Back: fmt.Sprintf("/workflows/%d", id),
 	})
 }
 
-// workflowCancel cancels what of a workflow has not ended
-// (Client.WorkflowCancel) and goes back to its page.
-func (h *Handler) workflowCancel(w http.ResponseWriter, r *http.Request) {
-	id, ok := parseID(r)
-	if !ok {
+// workflowAction cancels what of a workflow has not ended
+// (Client.WorkflowCancel) or retries what of it failed
+// (Client.WorkflowRetry), and goes back to its page.
+func (h *Handler) workflowAction(w http.ResponseWriter, r *http.Request) {
+	action := r.PathValue("action")
+	_, ok := workflowActions[action]
+	id, okID := parseID(r)
+	if !ok || !okID {
 		h.fail(w, r, http.StatusNotFound, "no such action")
 		return
 	}
 	if !h.writable(w, r) {
 		return
 	}
-	_, err := h.client.WorkflowCancel(r.Context(), id)
+	act := h.client.WorkflowCancel
+	if action == "retry" {
+		act = h.client.WorkflowRetry
+	}
+	_, err := act(r.Context(), id)
 	switch {
 	case errors.Is(err, pgqueue.ErrWorkflowNotFound):
 		h.fail(w, r, http.StatusNotFound, fmt.Sprintf("workflow %d does not exist", id))
 	case err != nil:
 		h.fail(w, r, http.StatusInternalServerError, err.Error())
 	default:
-		http.Redirect(w, r, fmt.Sprintf("%s/workflows/%d?done=cancel-workflow", h.prefix, id), http.StatusSeeOther)
+		http.Redirect(w, r, fmt.Sprintf("%s/workflows/%d?done=%s-workflow", h.prefix, id, action), http.StatusSeeOther)
 	}
 }
 

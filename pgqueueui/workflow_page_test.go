@@ -295,10 +295,11 @@ func TestWorkflowRetryResumes(t *testing.T) {
 		fmt.Sprintf(`data-parent="%d">%d <span class="state completed">completed</span>`, parent, parent), "1, none holds it now:")
 }
 
-// TestWorkflowCancelAction: the workflow page offers "Cancel workflow"
-// while some job has not ended; confirmed, it cancels them all and the
-// page says so; a done workflow, or a read-only dashboard, offers none.
-func TestWorkflowCancelAction(t *testing.T) {
+// TestWorkflowActions: the workflow page offers "Cancel workflow"
+// while some job has not ended and "Retry failed jobs" while some job was
+// discarded or cancelled; confirmed, each acts on the whole workflow and
+// the page says so; a read-only dashboard offers neither.
+func TestWorkflowActions(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, nil)
 	ids, wf := e.enqueueWorkflow([]pgqueue.EnqueueManyParams{
@@ -320,9 +321,27 @@ func TestWorkflowCancelAction(t *testing.T) {
 		}
 	}
 	_, body = e.get(path + "?done=cancel-workflow")
-	mustContain(t, "cancelled workflow", body, `id="done"`, "3 cancelled", `<span class="state completed">done</span>`)
+	mustContain(t, "cancelled workflow", body, `id="done"`, "3 cancelled", `<span class="state completed">done</span>`,
+		fmt.Sprintf(`id="action-retry-workflow" href="%s/retry"`, path))
 	if strings.Contains(body, "action-cancel-workflow") {
 		t.Error("a done workflow offers to cancel it")
+	}
+
+	// Retry what failed: the first job runs again, the others wait for it.
+	resp, _ = e.post(path+"/retry", e.confirm(path+"/retry"))
+	if resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != path+"?done=retry-workflow" {
+		t.Fatalf("retry: %d %s", resp.StatusCode, resp.Header.Get("Location"))
+	}
+	if got := []pgqueue.JobState{e.state(ids[0]), e.state(ids[1]), e.state(ids[2])}; fmt.Sprint(got) != "[available blocked blocked]" {
+		t.Fatalf("after the workflow's retry: %v, want [available blocked blocked]", got)
+	}
+	_, body = e.get(path + "?done=retry-workflow")
+	mustContain(t, "retried workflow", body, "were retried", `<span class="state running">in progress</span>`, "action-cancel-workflow")
+	if strings.Contains(body, "action-retry-workflow") {
+		t.Error("a workflow with nothing failed offers to retry it")
+	}
+	if status, _ := e.get(path + "/pause"); status != http.StatusNotFound {
+		t.Errorf("GET %s/pause: %d, want 404", path, status)
 	}
 
 	// Without the CSRF token, nothing happens.

@@ -11,7 +11,7 @@
 //	          pgqueue migrate up | down N | down --all | version | force V
 //	jobs      list, get, retry, cancel or delete jobs
 //	queues    list, pause, resume or limit queues
-//	workflows show a workflow (its jobs by state, what each waits for), or cancel it
+//	workflows show a workflow (its jobs by state, what each waits for), cancel or retry it
 //	stats     queues, recent throughput and running jobs (--watch)
 //	locks     lease locks and the advisory locks held right now
 //	enqueue   enqueue one job: pgqueue enqueue KIND ARGS-JSON
@@ -65,7 +65,7 @@ Commands:
 	grants    print the SQL granting a role what an application needs
 	jobs      list, get, retry, cancel or delete jobs
 	queues    list, pause, resume or limit queues
-	workflows show a workflow (its jobs by state, what each waits for), or cancel it
+	workflows show a workflow (its jobs by state, what each waits for), cancel or retry it
 	stats     queues, recent throughput and running jobs (--watch)
 	locks     lease locks and the advisory locks held right now
 	enqueue   enqueue one job: pgqueue enqueue KIND ARGS-JSON

@@ -12,7 +12,7 @@ import (
 	"github.com/pgqueue/pgqueue"
 )
 
-const workflowsUsage = `Usage: pgqueue workflows show|cancel ID [flags]
+const workflowsUsage = `Usage: pgqueue workflows show|cancel|retry ID [flags]
 
 Subcommands:
 
@@ -24,6 +24,9 @@ Subcommands:
 	cancel ID   cancel what of the workflow has not ended: blocked,
 	            scheduled and available jobs at once, running ones through
 	            their workers; 1000 jobs per statement; prints counts
+	retry ID    retry the workflow's discarded and cancelled jobs: each
+	            runs again, or waits (blocked) for the jobs it depends
+	            on; 1000 jobs per statement; prints counts
 
 Flags:
 
@@ -31,8 +34,8 @@ Flags:
 	--schema NAME       schema of pgqueue's tables (default "pgqueue")
 	--json              show: print JSON: id, counts, jobs (as jobs get
 	                    --json) and edges (parent, child, on_failure,
-	                    resolved); cancel: the counts (done,
-	                    cancel_requested, unchanged)
+	                    resolved); cancel and retry: the counts (done,
+	                    cancel_requested, unchanged, running)
 
 Exit codes: 0 ok; 1 failure; 2 usage; 3 no job belongs to the workflow.
 `
@@ -40,20 +43,20 @@ Exit codes: 0 ok; 1 failure; 2 usage; 3 no job belongs to the workflow.
 // runWorkflows is the workflows command.
 func runWorkflows(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
-		return parseFailed("workflows", workflowsUsage, usagef("missing subcommand: show or cancel"), stdout, stderr)
+		return parseFailed("workflows", workflowsUsage, usagef("missing subcommand: show, cancel or retry"), stdout, stderr)
 	}
 	sub, rest := args[0], args[1:]
 	var err error
 	switch sub {
 	case "show":
 		err = workflowsShow(ctx, rest, stdout)
-	case "cancel":
-		err = workflowsCancel(ctx, rest, stdout)
+	case "cancel", "retry":
+		err = workflowsControl(ctx, sub, rest, stdout)
 	case "-h", "-help", "--help":
 		fmt.Fprint(stdout, workflowsUsage)
 		return exitOK
 	default:
-		err = usagef("unknown subcommand %q: want show or cancel", sub)
+		err = usagef("unknown subcommand %q: want show, cancel or retry", sub)
 	}
 	return finish("workflows", workflowsUsage, err, stdout, stderr)
 }
@@ -100,26 +103,32 @@ func workflowArgs(ctx context.Context, sub string, args []string) (id int64, f r
 	return id, f, client, pool.Close, nil
 }
 
-func workflowsCancel(ctx context.Context, args []string, stdout io.Writer) error {
-	id, f, client, done, err := workflowArgs(ctx, "cancel", args)
+// workflowsControl is workflows cancel and workflows retry.
+func workflowsControl(ctx context.Context, verb string, args []string, stdout io.Writer) error {
+	id, f, client, done, err := workflowArgs(ctx, verb, args)
 	if err != nil {
 		return err
 	}
 	defer done()
-	res, err := client.WorkflowCancel(ctx, id)
+	act := client.WorkflowCancel
+	if verb == "retry" {
+		act = client.WorkflowRetry
+	}
+	res, err := act(ctx, id)
 	if errors.Is(err, pgqueue.ErrWorkflowNotFound) {
 		return &notFoundError{fmt.Sprintf("workflow %d not found", id)}
 	}
 	if err != nil {
 		return err
 	}
-	c := controlCounts{Done: len(res.Changed), Requested: len(res.CancelRequested), Unchanged: len(res.Unchanged)}
+	c := controlCounts{Done: len(res.Changed), Requested: len(res.CancelRequested), Unchanged: len(res.Unchanged), Running: len(res.Running)}
 	if f.json {
 		return writeJSON(stdout, c)
 	}
-	fmt.Fprintf(stdout, "cancelled: %d\n", c.Done)
+	fmt.Fprintf(stdout, "%s: %d\n", map[string]string{"cancel": "cancelled", "retry": "retried"}[verb], c.Done)
 	printCount(stdout, "running, cancel requested (their workers stop them)", c.Requested)
-	printCount(stdout, "ended meanwhile, unchanged", c.Unchanged)
+	printCount(stdout, "changed meanwhile, unchanged", c.Unchanged)
+	printCount(stdout, "running meanwhile, refused", c.Running)
 	return nil
 }
 

@@ -77,7 +77,7 @@ func TestWorkflowsShow(t *testing.T) {
 	cli(t, exitUsage, append([]string{"workflows", "show"}, db...)...)
 	cli(t, exitUsage, append([]string{"workflows", "show", "x"}, db...)...)
 	cli(t, exitUsage, append([]string{"workflows", "list"}, db...)...)
-	contains(t, cli(t, exitOK, "help", "workflows"), "pgqueue workflows show|cancel ID")
+	contains(t, cli(t, exitOK, "help", "workflows"), "pgqueue workflows show|cancel|retry ID")
 	if _, err := client.JobList(ctx, &pgqueue.JobListParams{States: []pgqueue.JobState{pgqueue.StateBlocked}}); err != nil {
 		t.Fatal(err)
 	}
@@ -113,6 +113,8 @@ func TestWorkflowsShow(t *testing.T) {
 	contains(t, cli(t, exitOK, append([]string{"workflows", "cancel", otherWF}, db...)...), "cancelled: 2\n")
 	contains(t, cli(t, exitOK, append([]string{"workflows", "show", otherWF}, db...)...), "2 jobs, 2 cancelled")
 	contains(t, cli(t, exitOK, append([]string{"workflows", "cancel", otherWF, "--json"}, db...)...), `"done": 0`)
+	contains(t, cli(t, exitOK, append([]string{"workflows", "retry", otherWF}, db...)...), "retried: 2\n")
+	contains(t, cli(t, exitOK, append([]string{"workflows", "show", otherWF}, db...)...), "2 jobs, 1 blocked, 1 available")
 	cli(t, exitNotFound, append([]string{"workflows", "cancel", "999999"}, db...)...)
 	cli(t, exitUsage, append([]string{"workflows", "cancel"}, db...)...)
 	contains(t, cli(t, exitOK, "help", "workflows"), "cancel ID")

@@ -219,3 +219,55 @@ func TestWorkflowCancelRetriesADeadlock(t *testing.T) {
 		t.Error("no deadlock happened: the test proves nothing")
 	}
 }
+
+// WorkflowRetry retries a workflow's discarded and cancelled jobs: those
+// still waiting for a parent go back to blocked, the others to available;
+// jobs that did not fail are left alone, and so is another workflow.
+func TestWorkflowRetry(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	pool := newPool(t)
+	c := newClient(t, pool, nil) // no workers: nothing runs
+	after := func(i int) *pgqueue.EnqueueOpts {
+		return &pgqueue.EnqueueOpts{DependsOn: []pgqueue.Dependency{pgqueue.DependsOnIndex(i)}}
+	}
+	w, err := c.EnqueueMany(ctx, []pgqueue.EnqueueManyParams{
+		{Args: noteArgs{N: 1}},                 // 0: cancelled, which cancels 1
+		{Args: noteArgs{N: 2}, Opts: after(0)}, // 1
+		{Args: noteArgs{N: 3}},                 // 2: cancelled alone
+		{Args: noteArgs{N: 4}},                 // 3: left available
+		{Args: noteArgs{N: 5}, Opts: after(3)}, // 4: left blocked
+	})
+	must(t, err)
+	other, err := c.EnqueueMany(ctx, []pgqueue.EnqueueManyParams{{Args: noteArgs{N: 6}}, {Args: noteArgs{N: 7}, Opts: after(0)}})
+	must(t, err)
+	for _, id := range []int64{w.IDs[0], w.IDs[2], other.IDs[0]} {
+		_, err := c.JobCancel(ctx, id)
+		must(t, err)
+	}
+
+	res, err := c.WorkflowRetry(ctx, w.Workflow)
+	must(t, err)
+	if !slices.Equal(res.Changed, w.IDs[:3]) || len(res.Unchanged)+len(res.Running)+len(res.CancelRequested) != 0 {
+		t.Fatalf("WorkflowRetry = %+v, want %v changed", res, w.IDs[:3])
+	}
+	want := []pgqueue.JobState{pgqueue.StateAvailable, pgqueue.StateBlocked, pgqueue.StateAvailable, pgqueue.StateAvailable, pgqueue.StateBlocked}
+	for i, id := range w.IDs {
+		if j, err := c.JobGet(ctx, id); err != nil || j.State != want[i] {
+			t.Errorf("job %d after the retry: %v (%v), want %s", i, j.State, err, want[i])
+		}
+	}
+	if n := countJobs(t, pool, "workflow_id = $1 AND state = 'cancelled'", other.Workflow); n != 2 {
+		t.Errorf("another workflow: %d cancelled jobs, want its 2 left so", n)
+	}
+
+	// Nothing failed any more: an empty result.
+	res, err = c.WorkflowRetry(ctx, w.Workflow)
+	must(t, err)
+	if len(res.Changed)+len(res.Unchanged) != 0 {
+		t.Fatalf("retrying again: %+v, want nothing", res)
+	}
+	if _, err := c.WorkflowRetry(ctx, other.Workflow+1000); !errors.Is(err, pgqueue.ErrWorkflowNotFound) {
+		t.Errorf("WorkflowRetry of no workflow: %v, want ErrWorkflowNotFound", err)
+	}
+}
