@@ -218,7 +218,11 @@ func newFaultEnvSettings(t *testing.T, jobs int, settings map[string]string) *fa
 	}
 	cfg.MaxConns = 4
 	cfg.ConnConfig.RuntimeParams["application_name"] = "faulttest"
-	cfg.ConnConfig.ConnectTimeout = 2 * time.Second
+	// Seconds, not fewer: on a loaded machine (other packages' tests beside
+	// this one) a new session of the private server took over 2 s to
+	// start, and a check of the test's own failed the fault test with it.
+	// A server that hangs is found by the waits' own deadlines.
+	cfg.ConnConfig.ConnectTimeout = 10 * time.Second
 	if e.db, err = pgxpool.NewWithConfig(ctx, cfg); err != nil {
 		t.Fatal(err)
 	}
