@@ -242,6 +242,25 @@ func (h *Handler) writable(w http.ResponseWriter, r *http.Request) bool {
 	return true
 }
 
+// actionOn reads the action and the id of a request to an action on one
+// job or workflow (GET: its confirmation page; POST: the action itself):
+// 404 when actions has no such action or the id is not one, then
+// writable's 403s. It returns the action's name in the path and its verb.
+func (h *Handler) actionOn(w http.ResponseWriter, r *http.Request, actions map[string]string) (action, verb string, id int64, ok bool) {
+	action = r.PathValue("action")
+	verb, known := actions[action]
+	id, okID := parseID(r)
+	if !known || !okID {
+		msg := "no such page"
+		if r.Method == http.MethodPost {
+			msg = "no such action"
+		}
+		h.fail(w, r, http.StatusNotFound, msg)
+		return "", "", 0, false
+	}
+	return action, verb, id, h.writable(w, r)
+}
+
 // checkCSRF reports whether the POST r carries the token of its cookie and
 // does not come from another origin.
 func (h *Handler) checkCSRF(w http.ResponseWriter, r *http.Request) error {

@@ -339,30 +339,19 @@ var queueActions = map[string]string{"pause": "Pause", "resume": "Resume"}
 // confirmJobAction is the page that asks before an action: GET shows it,
 // only its POST acts.
 func (h *Handler) confirmJobAction(w http.ResponseWriter, r *http.Request) {
-	verb, ok := jobActions[r.PathValue("action")]
-	id, okID := parseID(r)
-	if !ok || !okID {
-		h.fail(w, r, http.StatusNotFound, "no such page")
-		return
-	}
-	if !h.writable(w, r) {
+	action, verb, id, ok := h.actionOn(w, r, jobActions)
+	if !ok {
 		return
 	}
 	h.render(w, r, http.StatusOK, "confirm", verb+" job", &confirmData{
-		Verb: verb, What: fmt.Sprintf("job %d", id), Action: fmt.Sprintf("/jobs/%d/%s", id, r.PathValue("action")),
+		Verb: verb, What: fmt.Sprintf("job %d", id), Action: fmt.Sprintf("/jobs/%d/%s", id, action),
 		Back: fmt.Sprintf("/jobs/%d", id),
 	})
 }
 
 func (h *Handler) jobAction(w http.ResponseWriter, r *http.Request) {
-	action := r.PathValue("action")
-	_, ok := jobActions[action]
-	id, okID := parseID(r)
-	if !ok || !okID {
-		h.fail(w, r, http.StatusNotFound, "no such action")
-		return
-	}
-	if !h.writable(w, r) {
+	action, _, id, ok := h.actionOn(w, r, jobActions)
+	if !ok {
 		return
 	}
 	var err error

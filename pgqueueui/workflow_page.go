@@ -207,14 +207,8 @@ var workflowActions = map[string]string{"cancel": "Cancel", "retry": "Retry"}
 // confirmWorkflowAction asks before cancelling or retrying a workflow: GET
 // shows the question, only its POST acts.
 func (h *Handler) confirmWorkflowAction(w http.ResponseWriter, r *http.Request) {
-	action := r.PathValue("action")
-	verb, ok := workflowActions[action]
-	id, okID := parseID(r)
-	if !ok || !okID {
-		h.fail(w, r, http.StatusNotFound, "no such page")
-		return
-	}
-	if !h.writable(w, r) {
+	action, verb, id, ok := h.actionOn(w, r, workflowActions)
+	if !ok {
 		return
 	}
 	what := fmt.Sprintf("every job of workflow %d that has not ended", id)
@@ -230,14 +224,8 @@ func (h *Handler) confirmWorkflowAction(w http.ResponseWriter, r *http.Request) 
 // (Client.WorkflowCancel) or retries what of it failed
 // (Client.WorkflowRetry), and goes back to its page.
 func (h *Handler) workflowAction(w http.ResponseWriter, r *http.Request) {
-	action := r.PathValue("action")
-	_, ok := workflowActions[action]
-	id, okID := parseID(r)
-	if !ok || !okID {
-		h.fail(w, r, http.StatusNotFound, "no such action")
-		return
-	}
-	if !h.writable(w, r) {
+	action, _, id, ok := h.actionOn(w, r, workflowActions)
+	if !ok {
 		return
 	}
 	act := h.client.WorkflowCancel
