@@ -15,6 +15,25 @@ import (
 func TestMigrateDownLocksJobsFirst(t *testing.T) {
 	t.Parallel()
 	skipInShortMode(t, "a migration down under running clients locking jobs before queues")
+	// Down to migration 7, whose down drops queues and alters jobs; and to
+	// 18, whose down drops job_gates and an index of jobs (a claim reads
+	// jobs, then job_gates).
+	for _, tc := range []struct {
+		version int
+		next    string
+	}{{7, "queues"}, {18, "job_gates"}} {
+		t.Run(tc.next, func(t *testing.T) {
+			t.Parallel()
+			migrateDownUnderClient(t, tc.version, tc.next)
+		})
+	}
+}
+
+// migrateDownUnderClient migrates down to version, then migrates it down
+// while a client's transaction has read jobs, and has the client read
+// table next: the migration must wait for the client without holding
+// table.
+func migrateDownUnderClient(t *testing.T, version int, table string) {
 	ctx := context.Background()
 	pool := newPool(t)
 	mg, err := pgqueue.NewMigrator(ctx, pool, pgqueue.SchemaDefault)
@@ -22,9 +41,8 @@ func TestMigrateDownLocksJobsFirst(t *testing.T) {
 	defer mg.Close()
 	v, _, err := mg.Version(ctx)
 	must(t, err)
-	// Down to migration 7, whose down drops queues and alters jobs.
-	if v > 7 {
-		_, err := mg.Down(ctx, int(v)-7)
+	if v > uint(version) {
+		_, err := mg.Down(ctx, int(v)-version)
 		must(t, err)
 	}
 
@@ -48,7 +66,7 @@ func TestMigrateDownLocksJobsFirst(t *testing.T) {
 		return waiting
 	})
 	// ...holding nothing the client needs next.
-	_, err = client.Exec(ctx, "SELECT 1 FROM pgqueue.queues LIMIT 0")
+	_, err = client.Exec(ctx, "SELECT 1 FROM pgqueue."+table+" LIMIT 0")
 	must(t, err)
 	must(t, client.Commit(ctx))
 	if err := <-down; err != nil {

@@ -1,3 +1,8 @@
+-- jobs first, as every client statement takes it before job_gates and
+-- job_deps: dropping job_gates, then an index of jobs, deadlocked with a
+-- claim that held jobs and waited for job_gates.
+LOCK TABLE {{schema}}.jobs IN ACCESS EXCLUSIVE MODE;
+
 -- The functions as 000012 wrote them (with 000014's settings), before
 -- gates; then gates go.
 CREATE OR REPLACE FUNCTION {{schema}}.workflow_settle(ids bigint[], states text[]) RETURNS integer
