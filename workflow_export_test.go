@@ -49,6 +49,9 @@ func HeartbeatSQL(c *Client) string { return c.q.Heartbeat }
 // ClaimSQL is sql/claim.sql of the client's schema.
 func ClaimSQL(c *Client) string { return c.q.Claim }
 
+// PollSQL is sql/poll.sql of the client's schema.
+func PollSQL(c *Client) string { return c.q.Poll }
+
 // ParentOutputsSQL and ParentCountsSQL are sql/job_parent_outputs.sql and
 // sql/job_parent_counts.sql of the client's schema, for EXPLAIN.
 func ParentOutputsSQL(c *Client) string { return c.q.JobParentOutputs }

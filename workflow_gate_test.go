@@ -299,6 +299,28 @@ func TestWorkflowGates(t *testing.T) {
 		}
 	})
 
+	// The poll, the fallback for notifications missed or never heard,
+	// sees an open gate's children as work: a client that hears no
+	// notification (PollOnly here; a claim of the children rolled back
+	// by a killed connection notifies no one either) runs them, although
+	// no job of its queue is available in its row.
+	t.Run("PollFindsAnOpenGate", func(t *testing.T) {
+		t.Parallel()
+		b := setupWorkflow(t)
+		startClient(t, b.pool, countingNoteWorkers(t, nil), &pgqueue.Config{PollOnly: true,
+			Queues: map[string]pgqueue.QueueConfig{"polled": {MaxWorkers: 4}}})
+		// Once this job ran, the client's first claim is behind it: the
+		// gate opens while its producer waits for a poll.
+		warm, err := b.client.Enqueue(ctx, noteArgs{}, &pgqueue.EnqueueOpts{Queue: "polled"})
+		must(t, err)
+		waitState(t, b.pool, warm.ID, "completed")
+		ids := b.fanOut(t, 3, "polled")
+		b.complete(t, b.claim(t)...) // by another client: no wake-up in process
+		for _, id := range ids[1:] {
+			waitState(t, b.pool, id, "completed")
+		}
+	})
+
 	// A queue with flow limits is claimed by claim_flow.sql, which reads
 	// no gate: limits set before the opening make it release the children
 	// as an edge does; limits set after it leave them to the scheduler's

@@ -73,12 +73,36 @@ func (e *explained) run(t *testing.T, sql string, args ...any) (plans string, ro
 	e.mu.Lock()
 	plans = strings.Join(e.log, "\n")
 	e.mu.Unlock()
+	return plans, rowsReturned(plans)
+}
+
+// read is run for a statement that writes nothing, run outside a
+// transaction: a SELECT's unnamed portal lives, and its plan is logged,
+// only when it is dropped, which in a transaction block comes at the next
+// statement, not at the end of this one.
+func (e *explained) read(t *testing.T, sql string, args ...any) (plans string, rows int64) {
+	t.Helper()
+	e.mu.Lock()
+	e.log = e.log[:0]
+	e.mu.Unlock()
+	r, err := e.conn.Query(context.Background(), sql, append([]any{pgx.QueryExecModeExec}, args...)...)
+	must(t, err)
+	r.Close()
+	must(t, r.Err())
+	e.mu.Lock()
+	plans = strings.Join(e.log, "\n")
+	e.mu.Unlock()
+	return plans, rowsReturned(plans)
+}
+
+// rowsReturned sums the rows all nodes of plans returned.
+func rowsReturned(plans string) (rows int64) {
 	for _, m := range actualRows.FindAllStringSubmatch(plans, -1) {
 		n, _ := strconv.ParseInt(m[1], 10, 64)
 		loops, _ := strconv.ParseInt(m[2], 10, 64)
 		rows += n * loops
 	}
-	return plans, rows
+	return rows
 }
 
 // complete completes the claimed job j, as the completer does, in a
@@ -192,6 +216,38 @@ func TestWorkflowPlans(t *testing.T) {
 		}
 		if rows[0] != rows[1] {
 			t.Fatalf("a claim of 10 jobs from an open gate: %d rows through its plan with %d children, %d with %d:\n%s\n---\n%s",
+				rows[1], large, rows[0], small, plans[1], plans[0])
+		}
+	})
+
+	// The poll counts an open gate's children as work, and reads one of
+	// them to know it: as many rows with 5,000 behind the gate as with
+	// 50, and none of the closed gates' children.
+	t.Run("PollReadsOneChildOfAnOpenGate", func(t *testing.T) {
+		t.Parallel()
+		var rows [2]int64
+		var plans [2]string
+		for k, n := range []int{small, large} {
+			b := setupWorkflow(t)
+			open := b.fanOut(t, n, pgqueue.QueueDefault)
+			closed := b.fanOut(t, n, pgqueue.QueueDefault)
+			// Both roots running, no job available: the poll must look
+			// behind the gates. The first root completes.
+			roots, err := pgqueue.Claim(ctx, b.client, pgqueue.QueueDefault, 2)
+			must(t, err)
+			if len(roots) != 2 || roots[0].ID != open[0] || roots[1].ID != closed[0] {
+				t.Fatalf("claimed %v, want the two roots", roots)
+			}
+			b.complete(t, roots[0])
+			_, err = b.pool.Exec(ctx, "ANALYZE pgqueue.jobs")
+			must(t, err)
+			plans[k], rows[k] = newExplained(t, b).read(t, pgqueue.PollSQL(b.client), []string{pgqueue.QueueDefault}, "pgqueue:leader")
+		}
+		if !strings.Contains(plans[1], "jobs_gated_idx") {
+			t.Fatalf("the poll does not read jobs_gated_idx:\n%s", plans[1])
+		}
+		if rows[0] != rows[1] {
+			t.Fatalf("a poll with an open gate: %d rows through its plan with %d children, %d with %d:\n%s\n---\n%s",
 				rows[1], large, rows[0], small, plans[1], plans[0])
 		}
 	})

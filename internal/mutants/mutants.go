@@ -181,6 +181,9 @@ var mutants = []mutant{
 	{name: "poll-ignores-pause", file: "internal/jobsql/sql/poll.sql",
 		old: "WHERE NOT EXISTS (SELECT 1 FROM {{schema}}.queues p WHERE p.name = a.q AND p.paused_at IS NOT NULL)\n", new: "",
 		tests: []testRun{{pkg: "./", run: "TestQueuePause"}}},
+	{name: "poll-ignores-gates", file: "internal/jobsql/sql/poll.sql",
+		old: "      WHERE (SELECT g.parent_id FROM {{schema}}.job_gates g", new: "      WHERE false AND (SELECT g.parent_id FROM {{schema}}.job_gates g",
+		tests: []testRun{{pkg: "./", run: "TestWorkflowGates/PollFindsAnOpenGate"}}},
 	// A blocked job holds its sequence; a batch cannot make a sequence wait
 	// for itself.
 	{name: "sequence_next-passes-blocked", file: "migrations/000016_sequence_held_by_blocked.up.sql",
