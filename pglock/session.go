@@ -41,7 +41,17 @@ type SessionLock struct {
 type SessionLockOpts struct {
 	// KeepaliveInterval is how often the connection is checked. Default 1s.
 	KeepaliveInterval time.Duration
+	// KeepaliveTimeout is how long one check may wait for the server's
+	// answer before the lock is called lost. A session lock ends only with
+	// its backend, so a check that is merely slow (a loaded server or
+	// machine) must not end it; one that gets no answer in this time
+	// means the server or the network hangs, and the lock may be gone.
+	// Default 5s, and never less than KeepaliveInterval.
+	KeepaliveTimeout time.Duration
 }
+
+// DefaultKeepaliveTimeout is SessionLockOpts.KeepaliveTimeout's default.
+const DefaultKeepaliveTimeout = 5 * time.Second
 
 // LockSession waits, as long as ctx allows, for the advisory lock of name
 // on a connection dialled for it with the pool's configuration, and returns
@@ -75,6 +85,11 @@ func (l *Locker) sessionLock(ctx context.Context, name string, opts *SessionLock
 	if interval <= 0 {
 		interval = time.Second
 	}
+	timeout := opts.KeepaliveTimeout
+	if timeout <= 0 {
+		timeout = DefaultKeepaliveTimeout
+	}
+	timeout = max(timeout, interval)
 	cfg := l.sessionConnConfig()
 	k := l.Key(name)
 	if try && guardHeld(newGuardKey(cfg, k)) {
@@ -133,7 +148,7 @@ func (l *Locker) sessionLock(ctx context.Context, name string, opts *SessionLock
 	s := &SessionLock{name: name, key: k, fence: fence, q: &l.q, conn: conn, pid: pid, release: release, lost: make(chan struct{}), stop: make(chan struct{})}
 	s.ctx, s.cancel = context.WithCancelCause(context.WithoutCancel(ctx))
 	s.wg.Add(1)
-	go s.keepalive(interval)
+	go s.keepalive(interval, timeout)
 	return s, nil
 }
 
@@ -157,7 +172,10 @@ func probeSessionAffinity(ctx context.Context, conn *pgx.Conn) (int32, error) {
 	return int32(conn.PgConn().PID()), nil
 }
 
-func (l *SessionLock) keepalive(interval time.Duration) {
+// keepalive checks the connection every interval, each check bounded by
+// timeout: apart from the interval, since a bound of one interval (100 ms
+// in tests) called a lock lost whenever one check was slow.
+func (l *SessionLock) keepalive(interval, timeout time.Duration) {
 	defer l.wg.Done()
 	tick := time.NewTicker(interval)
 	defer tick.Stop()
@@ -168,7 +186,7 @@ func (l *SessionLock) keepalive(interval time.Duration) {
 		case <-tick.C:
 		}
 		l.mu.Lock()
-		ctx, cancel := context.WithTimeout(l.ctx, interval)
+		ctx, cancel := context.WithTimeout(l.ctx, timeout)
 		pid, err := pgsession.BackendPID(ctx, l.conn)
 		cancel()
 		l.mu.Unlock()

@@ -176,6 +176,54 @@ func TestSessionLock(t *testing.T) {
 		})
 	})
 
+	// A check is bounded by KeepaliveTimeout, not by the interval: a
+	// server that answers late keeps the lock, one that does not answer
+	// within the timeout loses it.
+	t.Run("SlowAnswerKeepsTheLock", func(t *testing.T) {
+		t.Parallel()
+		skipInShortMode(t, "a session lock kept through a server answering late")
+		pool := newPool(t)
+		r, cfg := newRelay(t, pool.Config().ConnConfig)
+		lk := newLocker(t, pool, &pglock.Config{DirectConnConfig: cfg})
+		l, err := lk.LockSession(t.Context(), "slow", &pglock.SessionLockOpts{KeepaliveInterval: 100 * time.Millisecond, KeepaliveTimeout: 10 * time.Second})
+		must(t, err)
+		unlockLater(t, l)
+		r.Pause() // several intervals without an answer
+		time.Sleep(time.Second)
+		r.Resume()
+		select {
+		case <-l.Lost():
+			t.Fatalf("lost after a check answered late, within the timeout: %v", context.Cause(l.Context()))
+		case <-time.After(300 * time.Millisecond):
+		}
+		must(t, l.Unlock(t.Context()))
+	})
+
+	t.Run("LostWhenServerStopsAnswering", func(t *testing.T) {
+		t.Parallel()
+		skipInShortMode(t, "a session lock lost when the server stops answering")
+		pool := newPool(t)
+		r, cfg := newRelay(t, pool.Config().ConnConfig)
+		lk := newLocker(t, pool, &pglock.Config{DirectConnConfig: cfg})
+		l, err := lk.LockSession(t.Context(), "hung", &pglock.SessionLockOpts{KeepaliveInterval: 100 * time.Millisecond, KeepaliveTimeout: 500 * time.Millisecond})
+		must(t, err)
+		unlockLater(t, l)
+		r.Pause()
+		select {
+		case <-l.Lost():
+		case <-time.After(30 * time.Second):
+			r.Resume()
+			t.Fatal("not lost 30 s after the server stopped answering, with a timeout of 500 ms")
+		}
+		r.Resume()
+		if cause := context.Cause(l.Context()); !errors.Is(cause, pglock.ErrLost) {
+			t.Fatalf("context cause %v, want ErrLost", cause)
+		}
+		if err := l.Unlock(t.Context()); !errors.Is(err, pglock.ErrLost) {
+			t.Fatalf("Unlock after the loss: %v, want ErrLost", err)
+		}
+	})
+
 	t.Run("LostWhenBackendTerminated", func(t *testing.T) {
 		t.Parallel()
 		skipInShortMode(t, "a session lock lost when its backend is terminated")
