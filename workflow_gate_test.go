@@ -178,6 +178,44 @@ func TestWorkflowGates(t *testing.T) {
 		b.complete(t, append(taken, last...)...)
 	})
 
+	// A claim passes over a gate whose waiting children another claim
+	// holds, to the next open gate: the oldest gate with a child no one
+	// holds, not the oldest with a child.
+	t.Run("ClaimPassesAGateHeldByAnotherClaim", func(t *testing.T) {
+		t.Parallel()
+		b := setupWorkflow(t)
+		first := b.fanOut(t, 3, "gated")
+		second := b.fanOut(t, 3, "gated")
+		roots := b.claim(t)
+		if len(roots) != 2 || roots[0].ID != first[0] || roots[1].ID != second[0] {
+			t.Fatalf("claimed %v, want the two roots", roots)
+		}
+		b.complete(t, roots...) // one transaction: the first gate is the older (by parent)
+		tx, err := b.pool.Begin(ctx)
+		must(t, err)
+		defer func() { _ = tx.Rollback(ctx) }()
+		// Another claim, in flight, holds the first gate's children.
+		_, err = tx.Exec(ctx, "SELECT id FROM pgqueue.jobs WHERE id = ANY($1) FOR UPDATE", first[1:])
+		must(t, err)
+
+		taken, err := pgqueue.Claim(ctx, b.client, "gated", 10)
+		must(t, err)
+		var got []int64
+		for _, j := range taken {
+			got = append(got, j.ID)
+		}
+		if !slices.Equal(got, second[1:]) {
+			t.Fatalf("claimed %v while another claim held the first gate's children, want the second gate's %v", got, second[1:])
+		}
+		must(t, tx.Rollback(ctx))
+		rest, err := pgqueue.Claim(ctx, b.client, "gated", 10)
+		must(t, err)
+		if len(rest) != 3 || rest[0].ID != first[1] {
+			t.Fatalf("claimed %v once the first gate's children were free, want them", rest)
+		}
+		b.complete(t, append(taken, rest...)...)
+	})
+
 	// A parent taken over (its claim's lease lost) and run again opens
 	// its gate once: the old holder's completion is refused, and a
 	// completion after a retry of the completed parent opens nothing new.

@@ -54,9 +54,16 @@ WITH avail AS MATERIALIZED (
       -- A subplan probed per gate, not an EXISTS: pulled up into a join,
       -- that read every gated child of the queue at each claim. Ordered
       -- as jobs_gated_idx is, so that no plan scans the table instead.
+      -- SKIP LOCKED: a gate whose waiting children a claim in flight
+      -- holds gives this claim nothing, and the next gate is taken
+      -- instead (unlocked, an older gate held by one claim starved every
+      -- other of gated work). The child it locks is its gate's first
+      -- free one, which gated takes (a row this transaction locked is
+      -- not skipped).
       AND (SELECT c.id FROM {{schema}}.jobs c
            WHERE c.gate_id = g.parent_id AND c.queue = $1 AND c.state = 'blocked'
-           ORDER BY c.priority, c.run_at, c.id LIMIT 1) IS NOT NULL
+           ORDER BY c.priority, c.run_at, c.id LIMIT 1
+           FOR UPDATE SKIP LOCKED) IS NOT NULL
     ORDER BY g.opened_at, g.parent_id
     LIMIT 1
 ), gated AS MATERIALIZED (
