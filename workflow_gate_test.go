@@ -156,11 +156,7 @@ func TestWorkflowGates(t *testing.T) {
 
 		taken, err := pgqueue.Claim(ctx, b.client, pgqueue.QueueDefault, 10)
 		must(t, err)
-		var got []int64
-		for _, j := range taken {
-			got = append(got, j.ID)
-		}
-		if !slices.Equal(got, kids[1:]) {
+		if got := jobIDs(taken); !slices.Equal(got, kids[1:]) {
 			t.Fatalf("claimed %v with the first child locked, want the others %v", got, kids[1:])
 		}
 		if exists, _ := b.gate(t, root, pgqueue.QueueDefault); !exists {
@@ -200,11 +196,7 @@ func TestWorkflowGates(t *testing.T) {
 
 		taken, err := pgqueue.Claim(ctx, b.client, "gated", 10)
 		must(t, err)
-		var got []int64
-		for _, j := range taken {
-			got = append(got, j.ID)
-		}
-		if !slices.Equal(got, second[1:]) {
+		if got := jobIDs(taken); !slices.Equal(got, second[1:]) {
 			t.Fatalf("claimed %v while another claim held the first gate's children, want the second gate's %v", got, second[1:])
 		}
 		must(t, tx.Rollback(ctx))

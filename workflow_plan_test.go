@@ -63,17 +63,7 @@ func (e *explained) run(t *testing.T, sql string, args ...any) (plans string, ro
 	tx, err := e.conn.Begin(ctx)
 	must(t, err)
 	defer tx.Rollback(ctx)
-	e.mu.Lock()
-	e.log = e.log[:0]
-	e.mu.Unlock()
-	r, err := tx.Query(ctx, sql, append([]any{pgx.QueryExecModeExec}, args...)...)
-	must(t, err)
-	r.Close()
-	must(t, r.Err())
-	e.mu.Lock()
-	plans = strings.Join(e.log, "\n")
-	e.mu.Unlock()
-	return plans, rowsReturned(plans)
+	return e.plans(t, tx, sql, args)
 }
 
 // read is run for a statement that writes nothing, run outside a
@@ -82,10 +72,18 @@ func (e *explained) run(t *testing.T, sql string, args ...any) (plans string, ro
 // statement, not at the end of this one.
 func (e *explained) read(t *testing.T, sql string, args ...any) (plans string, rows int64) {
 	t.Helper()
+	return e.plans(t, e.conn, sql, args)
+}
+
+// plans runs sql on q and returns what run and read do.
+func (e *explained) plans(t *testing.T, q interface {
+	Query(context.Context, string, ...any) (pgx.Rows, error)
+}, sql string, args []any) (plans string, rows int64) {
+	t.Helper()
 	e.mu.Lock()
 	e.log = e.log[:0]
 	e.mu.Unlock()
-	r, err := e.conn.Query(context.Background(), sql, append([]any{pgx.QueryExecModeExec}, args...)...)
+	r, err := q.Query(context.Background(), sql, append([]any{pgx.QueryExecModeExec}, args...)...)
 	must(t, err)
 	r.Close()
 	must(t, r.Err())

@@ -176,18 +176,26 @@ func TestSessionLock(t *testing.T) {
 		})
 	})
 
+	// relayedLock takes a session lock through a relay, checked every
+	// 100 ms with timeout, released when the test ends.
+	relayedLock := func(t *testing.T, timeout time.Duration) (*relay, *pglock.SessionLock) {
+		t.Helper()
+		pool := newPool(t)
+		r, cfg := newRelay(t, pool.Config().ConnConfig)
+		lk := newLocker(t, pool, &pglock.Config{DirectConnConfig: cfg})
+		l, err := lk.LockSession(t.Context(), "relayed", &pglock.SessionLockOpts{KeepaliveInterval: 100 * time.Millisecond, KeepaliveTimeout: timeout})
+		must(t, err)
+		unlockLater(t, l)
+		return r, l
+	}
+
 	// A check is bounded by KeepaliveTimeout, not by the interval: a
 	// server that answers late keeps the lock, one that does not answer
 	// within the timeout loses it.
 	t.Run("SlowAnswerKeepsTheLock", func(t *testing.T) {
 		t.Parallel()
 		skipInShortMode(t, "a session lock kept through a server answering late")
-		pool := newPool(t)
-		r, cfg := newRelay(t, pool.Config().ConnConfig)
-		lk := newLocker(t, pool, &pglock.Config{DirectConnConfig: cfg})
-		l, err := lk.LockSession(t.Context(), "slow", &pglock.SessionLockOpts{KeepaliveInterval: 100 * time.Millisecond, KeepaliveTimeout: 10 * time.Second})
-		must(t, err)
-		unlockLater(t, l)
+		r, l := relayedLock(t, 10*time.Second)
 		r.Pause() // several intervals without an answer
 		time.Sleep(time.Second)
 		r.Resume()
@@ -202,12 +210,7 @@ func TestSessionLock(t *testing.T) {
 	t.Run("LostWhenServerStopsAnswering", func(t *testing.T) {
 		t.Parallel()
 		skipInShortMode(t, "a session lock lost when the server stops answering")
-		pool := newPool(t)
-		r, cfg := newRelay(t, pool.Config().ConnConfig)
-		lk := newLocker(t, pool, &pglock.Config{DirectConnConfig: cfg})
-		l, err := lk.LockSession(t.Context(), "hung", &pglock.SessionLockOpts{KeepaliveInterval: 100 * time.Millisecond, KeepaliveTimeout: 500 * time.Millisecond})
-		must(t, err)
-		unlockLater(t, l)
+		r, l := relayedLock(t, 500*time.Millisecond)
 		r.Pause()
 		select {
 		case <-l.Lost():
