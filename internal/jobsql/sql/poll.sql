@@ -13,16 +13,16 @@
 --
 -- The children of an open gate (migrations/000018_workflow_gates.up.sql)
 -- are available in all but their row, which stays blocked until a claim
--- takes them: a queue with one counts as having work, as in claim.sql's
+-- takes them: a queue with one counts as having work. Otherwise a client
+-- that missed the gate's notification, or whose claim of the children
+-- rolled back (a killed connection notifies no one), would never claim
+-- them while no other job of the queue is available. As in claim.sql's
 -- gate: the queue's open gates in job_gates_open_idx, each probed in
 -- jobs_gated_idx, up to the first with a child. A UNION, not an OR: the
 -- EXISTS of available jobs stays a semi-join probing jobs_fetch_idx, where
 -- under an OR the planner may hash it, reading every available job. The
--- gates' probe is a subquery with a LIMIT, which no plan turns into a join
--- (an EXISTS became a hash join over all of job_gates). Otherwise a client that
--- missed the gate's notification, or whose claim of the children rolled
--- back (a killed connection notifies no one), would never claim them
--- while no other job of the queue is available.
+-- gates' probe is a subquery with a LIMIT, which no plan turns into a
+-- join (as an EXISTS it became a hash join over all of job_gates).
 --
 -- jobs is read first, in the first item of FROM, and queues after it:
 -- PostgreSQL locks a statement's tables in that order (when it parses the
