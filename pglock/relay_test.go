@@ -12,7 +12,10 @@ import (
 )
 
 // relay is a TCP relay to a PostgreSQL server whose replies can be held
-// back: a server that hangs, as seen by the connections through it.
+// back: a server that hangs, as seen by the connections through it. Bytes
+// only, so it passes TLS through; integration/proxy reads the protocol
+// (to drop commit replies) and so refuses TLS, which a DATABASE_URL with
+// sslmode=require would need.
 type relay struct {
 	ln   net.Listener
 	hold sync.Mutex // held by Pause: the copies of the server's replies wait for it
