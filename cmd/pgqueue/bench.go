@@ -144,7 +144,7 @@ Flags:
 	                    jobs an hour old while it works (the backlog); without
 	                    it (or --retention), it keeps every finished job
 	--pg-stat-statements
-	                    burn-down, sustained: also report what each
+	                    burn-down, sustained, workflow: also report what each
 	                    statement cost the server, per job, by
 	                    pg_stat_statements (reset at each timed run's start;
 	                    every statement of the run's database). The
@@ -335,8 +335,8 @@ func parseBenchArgs(args []string) (benchArgs, error) {
 		return a, usagef("--cpuprofile profiles this process, not the child processes of limit and sequence")
 	case (a.processes > 1 || *layouts != "") && a.raw:
 		return a, usagef("--processes and --layouts do not go with --raw: compare layouts with each other")
-	case a.statStatements && (pos[0] != "burn-down" && pos[0] != "sustained" || a.processes > 1 || *layouts != ""):
-		return a, usagef("--pg-stat-statements goes with burn-down (in this process) and sustained")
+	case a.statStatements && (pos[0] != "burn-down" && pos[0] != "sustained" && pos[0] != "workflow" || a.processes > 1 || *layouts != ""):
+		return a, usagef("--pg-stat-statements goes with burn-down (in this process), sustained and workflow")
 	case len(a.serverSettings) > 0 && a.databaseURL != "":
 		return a, usagef("--server-setting sets the throwaway server's settings: leave out --database-url and DATABASE_URL")
 	case a.processes > 1 && *layouts != "":

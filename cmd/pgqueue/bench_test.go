@@ -105,6 +105,7 @@ func TestBenchArgsServer(t *testing.T) {
 	}{
 		{[]string{"burn-down", "--raw", "--pg-stat-statements"}, true},
 		{[]string{"sustained", "--pg-stat-statements"}, true},
+		{[]string{"workflow", "--pg-stat-statements"}, true},
 		{[]string{"idle", "--pg-stat-statements"}, false},
 		{[]string{"burn-down", "--processes", "2", "--pg-stat-statements"}, false},
 		{[]string{"sustained", "--server-setting", "autovacuum_naptime=10s", "--server-setting", "shared_preload_libraries=a,b"}, true},

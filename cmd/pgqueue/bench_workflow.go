@@ -64,6 +64,7 @@ func runWorkflowBench(ctx context.Context, a benchArgs, cfg *bench.Config, stdou
 			}
 			fmt.Fprintln(stdout, enq)
 			fmt.Fprintln(stdout, res)
+			printStatStatements(stdout, res)
 			if v != "independent" {
 				rel, err := bench.WorkflowRelease(ctx, cfg)
 				if err != nil {
