@@ -41,6 +41,15 @@ type ElectorConfig struct {
 	// the session lock and a leader checks that its session still holds
 	// it. Default TTL/20.
 	SessionInterval time.Duration
+	// SessionTimeout is how long, with SessionFailover, a leader's check
+	// of its session may wait for the server's answer. The check runs
+	// beside the renewals, so a slow answer (a loaded server or machine)
+	// holds nothing up and ends nothing; one that does not come in this
+	// time means the server or the network hangs: the connection is
+	// closed, which ends the session and its lock, and with them the
+	// term (cause ErrLost). Default DefaultKeepaliveTimeout, and never
+	// less than SessionInterval.
+	SessionTimeout time.Duration
 }
 
 // Elector runs leader election on a lease lock: the term is the lease's
@@ -78,6 +87,10 @@ func (l *Locker) NewElector(name string, cfg *ElectorConfig) (*Elector, error) {
 	if e.SessionInterval == 0 {
 		e.SessionInterval = e.TTL / 20
 	}
+	if e.SessionTimeout <= 0 {
+		e.SessionTimeout = DefaultKeepaliveTimeout
+	}
+	e.SessionTimeout = max(e.SessionTimeout, e.SessionInterval)
 	if e.TTL < 0 || e.RenewInterval <= 0 || e.RetryInterval <= 0 || e.SafetyMargin < 0 || e.RenewInterval+e.SafetyMargin >= e.TTL {
 		return nil, fmt.Errorf("%w: elector needs TTL > RenewInterval + SafetyMargin, got %+v", ErrInvalidOption, e)
 	}
@@ -278,6 +291,13 @@ func (e *Elector) serve(ctx context.Context, lease *LeaseLock, s *electorSession
 	// marked: this term is recorded as held by the session too (a
 	// takeover records its own term).
 	marked := s != nil && s.held()
+	// checked receives the answer of the session check in flight, if
+	// any: the check runs in a goroutine of its own, bounded by
+	// SessionTimeout, so that a slow answer neither ends the term nor
+	// holds the renewals back. The session is touched by one goroutine
+	// at a time: this loop starts no other use of it while a check runs.
+	var checked chan error
+	checkCtx, stopCheck := context.WithCancel(ctx)
 	if s != nil {
 		t := time.NewTicker(e.cfg.SessionInterval)
 		defer t.Stop()
@@ -286,6 +306,14 @@ func (e *Elector) serve(ctx context.Context, lease *LeaseLock, s *electorSession
 		// then finds the lease free or takes it over, either way at once.
 		defer s.unlock(ctx, e.cfg.RenewInterval)
 	}
+	// Before the unlock: a check still waiting is cut short (which closes
+	// its connection, ending the session) and waited for.
+	defer func() {
+		stopCheck()
+		if checked != nil {
+			<-checked
+		}
+	}()
 	// takeSession is for a leader on the lease alone: the lock was busy
 	// when the term began (a stuck leader's session, or a candidate about
 	// to find this term live) or the session was down. It takes the lock
@@ -334,9 +362,14 @@ func (e *Elector) serve(ctx context.Context, lease *LeaseLock, s *electorSession
 				marked = takeSession()
 				continue
 			}
-			cctx, cancel := bounded()
-			err := s.check(cctx, e.cfg.RenewInterval)
-			cancel()
+			if checked != nil {
+				continue // the last check still waits for its answer
+			}
+			answer := make(chan error, 1)
+			checked = answer
+			go func() { answer <- s.check(checkCtx, e.cfg.SessionTimeout) }()
+		case err := <-checked:
+			checked = nil
 			if err != nil && ctx.Err() == nil {
 				// Any follower may take the lease over from now on: stop
 				// rather than race it. The term is resigned and Run

@@ -44,8 +44,9 @@ func loadElectorQueries(schema string) (electorQueries, error) {
 // gets the lock and records it.
 //
 // Every statement on it is one quick statement: pg_try_advisory_lock,
-// pg_advisory_unlock, pg_backend_pid. It is used by the elector's own
-// goroutine only.
+// pg_advisory_unlock, pg_backend_pid. It is used by one goroutine at a
+// time: the elector's own, or the leader's session check, which serve
+// starts and waits for.
 type electorSession struct {
 	l     *Locker
 	lock  string // the lock's name, for logs and errors

@@ -191,6 +191,66 @@ func TestElectorSessionFailover(t *testing.T) {
 		}
 	})
 
+	// relayedElector runs elector "a" whose session goes through a relay
+	// that can hold the server's replies back (the lease goes through the
+	// pool, straight to the server), and returns the relay, the elector
+	// and its first term.
+	relayedElector := func(t *testing.T, cfg pglock.ElectorConfig) (*pgxpool.Pool, *relay, *sessionElector, term) {
+		t.Helper()
+		pool := newPool(t)
+		r, conn := newRelay(t, pool.Config().ConnConfig)
+		lk := newLocker(t, pool, &pglock.Config{Logger: testlog.Discard(), DirectConnConfig: conn})
+		a := runSessionElector(t, lk, "a", cfg, false)
+		first := a.next(t, 5*time.Second)
+		singleHolder(t, pool, a.SessionKey())
+		return pool, r, a, first
+	}
+
+	// A leader's session check waits SessionTimeout for its answer, beside
+	// the renewals: a session that answers late keeps the term, one that
+	// does not answer within the timeout ends it.
+	t.Run("SlowSessionAnswerKeepsTheTerm", func(t *testing.T) {
+		t.Parallel()
+		skipInShortMode(t, "a leader's session answering late")
+		// Renewals every second: the session is silent for two of them.
+		cfg := pglock.ElectorConfig{TTL: 3 * time.Second, RetryInterval: 30 * time.Second,
+			SessionInterval: 50 * time.Millisecond, SessionTimeout: 20 * time.Second}
+		pool, r, a, first := relayedElector(t, cfg)
+		before := readLeaseTimes(t, pool)
+		r.Pause()
+		time.Sleep(2500 * time.Millisecond)
+		r.Resume()
+		select {
+		case tm := <-a.terms:
+			t.Fatalf("term event %+v after the session answered late, within SessionTimeout", tm)
+		case <-time.After(500 * time.Millisecond):
+		}
+		// The lease was renewed meanwhile: the late answer held nothing up.
+		if after := readLeaseTimes(t, pool); after.Fence != first.term || !after.ExpiresAt.After(before.ExpiresAt.Add(2*time.Second)) {
+			t.Fatalf("lease %+v after the pause, want term %d renewed past %s", after, first.term, before.ExpiresAt.Add(2*time.Second))
+		}
+	})
+
+	t.Run("SessionThatStopsAnsweringEndsTheTerm", func(t *testing.T) {
+		t.Parallel()
+		skipInShortMode(t, "a leader's session that stops answering")
+		cfg := sessionCfg
+		cfg.SessionTimeout = 300 * time.Millisecond
+		_, r, a, first := relayedElector(t, cfg)
+		r.Pause()
+		// Well before the lease's expiry (TTL 30 s).
+		end := a.next(t, 10*time.Second)
+		r.Resume()
+		if end.term != first.term || !errors.Is(end.cause, pglock.ErrLost) || !strings.Contains(end.cause.Error(), "session ended") {
+			t.Fatalf("term ended %+v, want term %d lost with ErrLost as its session ended", end, first.term)
+		}
+		// Its closed connection ended the session: it leads again on a
+		// new one once the server answers.
+		if second := a.next(t, 10*time.Second); second.term <= first.term {
+			t.Fatalf("term %d after %d, want higher", second.term, first.term)
+		}
+	})
+
 	t.Run("StuckLeaderWaitsForExpiry", func(t *testing.T) {
 		t.Parallel()
 		skipInShortMode(t, "a stuck session leader's successor waiting for expiry")
