@@ -210,21 +210,32 @@ var mutants = []mutant{
 	{name: "claim_flow-locks-queues-first", file: "internal/jobsql/sql/claim_flow.sql",
 		old: "    SELECT FROM {{schema}}.jobs WHERE false\n", new: "    SELECT WHERE false\n",
 		tests: []testRun{{pkg: "./", run: "TestStatementsLockJobsFirst/claim_flow"}}},
+	// Lock order: the calls on many jobs lock them in id order, as
+	// completions do. The mutants write as before, in the plan's order
+	// (the locking read, unreferenced, does not run).
+	{name: "delete_many-locks-in-plan-order", file: "internal/jobsql/sql/job_delete_many.sql",
+		old: "WHERE id = ANY (ARRAY(SELECT id FROM locked))", new: "WHERE id = ANY ($1::bigint[])",
+		tests: []testRun{{pkg: "./", run: "TestManyJobCallsLockInIDOrder/JobDeleteManyTx"}}},
+	{name: "retry_many-locks-in-plan-order", file: "internal/jobsql/sql/job_retry_many.sql",
+		old: "WHERE id = ANY (ARRAY(SELECT id FROM locked))", new: "WHERE id = ANY ($1::bigint[])",
+		tests: []testRun{{pkg: "./", run: "TestManyJobCallsLockInIDOrder/JobRetryManyTx"}}},
 
 	// Retry and delete never touch a running job.
 	{name: "retry-takes-running-job", file: "internal/jobsql/sql/job_retry.sql",
 		old:   "WHERE id = $1 AND state IN ('scheduled', 'completed', 'discarded', 'cancelled')",
 		new:   "WHERE id = $1 AND state IN ('scheduled', 'completed', 'discarded', 'cancelled', 'running')",
 		tests: []testRun{{pkg: "./", run: "TestJobRetry"}}},
+	// The many calls' mutants drop both filters: the write takes every id
+	// given, and the locking read, unreferenced, does not run.
 	{name: "retry_many-takes-running-job", file: "internal/jobsql/sql/job_retry_many.sql",
-		old:   "state IN ('scheduled', 'completed', 'discarded', 'cancelled')",
-		new:   "state IN ('scheduled', 'completed', 'discarded', 'cancelled', 'running')",
+		old:   "WHERE id = ANY (ARRAY(SELECT id FROM locked)) AND state IN ('scheduled', 'completed', 'discarded', 'cancelled')",
+		new:   "WHERE id = ANY ($1::bigint[]) AND state IN ('scheduled', 'completed', 'discarded', 'cancelled', 'running')",
 		tests: []testRun{{pkg: "./", run: "TestJobRetry"}}},
 	{name: "delete-takes-running-job", file: "internal/jobsql/sql/job_delete.sql",
 		old: "WHERE id = $1 AND state <> 'running'", new: "WHERE id = $1",
 		tests: []testRun{{pkg: "./", run: "TestJobDelete"}}},
 	{name: "delete_many-takes-running-job", file: "internal/jobsql/sql/job_delete_many.sql",
-		old: "WHERE id = ANY ($1::bigint[]) AND state <> 'running'", new: "WHERE id = ANY ($1::bigint[])",
+		old: "WHERE id = ANY (ARRAY(SELECT id FROM locked)) AND state <> 'running'", new: "WHERE id = ANY ($1::bigint[])",
 		tests: []testRun{{pkg: "./", run: "TestJobDelete"}}},
 
 	// Unique jobs, the pruner, enqueue() in SQL.

@@ -1,9 +1,19 @@
 -- job_delete_many: job_delete.sql for the jobs of ids $1, in one statement.
 -- Returns each job's id and what happened: 'deleted', or the current state
 -- of a job kept (running). Ids missing from the result have no job.
-WITH deleted AS (
+--
+-- The rows are locked first, in id order, as completions lock theirs (see
+-- job_cancel_many.sql): the DELETE alone took them in the order of its
+-- plan (a bitmap scan's: the table's), and could deadlock with them.
+WITH locked AS MATERIALIZED (
+    SELECT j.id
+    FROM {{schema}}.jobs j
+    WHERE j.id = ANY ($1::bigint[]) AND j.state <> 'running'
+    ORDER BY j.id
+    FOR UPDATE
+), deleted AS (
     DELETE FROM {{schema}}.jobs
-    WHERE id = ANY ($1::bigint[]) AND state <> 'running'
+    WHERE id = ANY (ARRAY(SELECT id FROM locked)) AND state <> 'running'
     RETURNING id, has_children, workflow_id
 ), forgotten AS (
     -- See job_delete.sql: edges go with their jobs.

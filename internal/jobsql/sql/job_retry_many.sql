@@ -3,7 +3,18 @@
 -- folds equal notifications of a transaction). Returns each job's id,
 -- queue and what happened: 'retried', or the current state of a job left
 -- alone (available, or running). Ids missing from the result have no job.
-WITH retried AS (
+--
+-- The rows are locked first, in id order, as completions lock theirs (see
+-- job_cancel_many.sql): the UPDATE alone took them in the order of its
+-- plan (a bitmap scan's: the table's), and could deadlock with them. FOR
+-- NO KEY UPDATE is the lock the UPDATE takes.
+WITH locked AS MATERIALIZED (
+    SELECT j.id
+    FROM {{schema}}.jobs j
+    WHERE j.id = ANY ($1::bigint[]) AND j.state IN ('scheduled', 'completed', 'discarded', 'cancelled')
+    ORDER BY j.id
+    FOR NO KEY UPDATE
+), retried AS (
     UPDATE {{schema}}.jobs
     SET state               = CASE WHEN pending_parents > 0 AND (gate_id IS NULL OR {{schema}}.gate_closed(gate_id, queue))
                                    THEN 'blocked' ELSE 'available' END,
@@ -14,7 +25,7 @@ WITH retried AS (
         finalized_at        = NULL,
         cancel_requested_at = NULL,
         max_attempts        = greatest(max_attempts, attempt + 1)
-    WHERE id = ANY ($1::bigint[]) AND state IN ('scheduled', 'completed', 'discarded', 'cancelled')
+    WHERE id = ANY (ARRAY(SELECT id FROM locked)) AND state IN ('scheduled', 'completed', 'discarded', 'cancelled')
     RETURNING id, queue, has_children
 ), resumed AS (
     -- See job_retry.sql: retrying a failed parent resumes its workflow.
