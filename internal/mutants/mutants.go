@@ -110,6 +110,9 @@ var mutants = []mutant{
 	{name: "session-keepalive-timeout-is-interval", file: "pglock/session.go",
 		old: "ctx, cancel := context.WithTimeout(l.ctx, timeout)", new: "ctx, cancel := context.WithTimeout(l.ctx, interval)",
 		tests: []testRun{{pkg: "./pglock/", run: "TestSessionLock/SlowAnswerKeepsTheLock"}}},
+	{name: "elector-session-check-timeout-is-renew-interval", file: "pglock/elector.go",
+		old: "answer <- s.check(checkCtx, e.cfg.SessionTimeout)", new: "answer <- s.check(checkCtx, e.cfg.RenewInterval)",
+		tests: []testRun{{pkg: "./pglock/", run: "TestElectorSessionFailover/SlowSessionAnswerKeepsTheTerm"}}},
 	{name: "singleton-xact-lock-per-job", file: "internal/executor/singleton.go",
 		old: "r.locks.TryLockXact(ctx, tx, name)", new: "r.locks.TryLockXact(ctx, tx, fmt.Sprint(name, row.ID))",
 		tests: []testRun{{pkg: "./", run: "TestSingleton"}, {pkg: "./integration/", run: "TestSingletonProcesses/xact"}}},
@@ -219,6 +222,9 @@ var mutants = []mutant{
 	{name: "retry_many-locks-in-plan-order", file: "internal/jobsql/sql/job_retry_many.sql",
 		old: "WHERE id = ANY (ARRAY(SELECT id FROM locked))", new: "WHERE id = ANY ($1::bigint[])",
 		tests: []testRun{{pkg: "./", run: "TestManyJobCallsLockInIDOrder/JobRetryManyTx"}}},
+	{name: "cancel_many-locks-in-plan-order", file: "internal/jobsql/sql/job_cancel_many.sql",
+		old: "WHERE j.id = ANY (ARRAY(SELECT id FROM locked))", new: "WHERE j.id = ANY ($1::bigint[])",
+		tests: []testRun{{pkg: "./", run: "TestManyJobCallsLockInIDOrder/JobCancelManyTx"}}},
 
 	// Retry and delete never touch a running job.
 	{name: "retry-takes-running-job", file: "internal/jobsql/sql/job_retry.sql",
