@@ -218,6 +218,31 @@ func TestWorkflowPlans(t *testing.T) {
 		}
 	})
 
+	// A claim that takes a gate's last children looks for any other child
+	// still waiting, walking the entries of the rows it took: each is
+	// looked up in a hash of them (NOT IN, hashed), not compared with
+	// every id taken (<> ALL of an array: 18 ms for a claim of 4,000).
+	t.Run("ClaimThatDrainsAGateHashesTheTaken", func(t *testing.T) {
+		t.Parallel()
+		b := setupWorkflow(t)
+		params := make([]pgqueue.EnqueueManyParams, small+1)
+		params[0] = pgqueue.EnqueueManyParams{Args: noteArgs{}, Opts: &pgqueue.EnqueueOpts{Name: "root", Queue: "elsewhere"}}
+		for i := 1; i <= small; i++ {
+			params[i] = pgqueue.EnqueueManyParams{Args: noteArgs{N: i}, Opts: &pgqueue.EnqueueOpts{DependsOn: []pgqueue.Dependency{pgqueue.DependsOnName("root")}}}
+		}
+		_, err := b.client.EnqueueMany(ctx, params)
+		must(t, err)
+		root, err := pgqueue.Claim(ctx, b.client, "elsewhere", 1)
+		must(t, err)
+		b.complete(t, root...)
+		_, err = b.pool.Exec(ctx, "ANALYZE pgqueue.jobs")
+		must(t, err)
+		plans, _ := newExplained(t, b).run(t, pgqueue.ClaimSQL(b.client), pgqueue.QueueDefault, small, 30_000_000, "plan-test")
+		if !strings.Contains(plans, "Delete on job_gates") || !strings.Contains(plans, "(NOT (hashed SubPlan") {
+			t.Fatalf("the claim of a gate's last %d children does not look the taken up in a hash:\n%s", small, plans)
+		}
+	})
+
 	// The poll counts an open gate's children as work, and reads one of
 	// them to know it: as many rows with 5,000 behind the gate as with
 	// 50, and none of the closed gates' children.

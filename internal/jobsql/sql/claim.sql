@@ -86,7 +86,10 @@ WITH avail AS MATERIALIZED (
       -- claim, gate or none. First a child after the last one taken (one
       -- index seek: in a large fan-out, every claim but the last stops
       -- there), then any other, the rows passed over as locked among them
-      -- (a walk of the index entries of the rows taken).
+      -- (a walk of the index entries of the rows taken, each looked up in
+      -- a hash of them: NOT IN, whose subplan PostgreSQL hashes; <> ALL
+      -- of their array compared each entry with every id, 18 ms for a
+      -- claim that took a gate's last 4,000 children, against 1.4 ms).
       AND CASE WHEN (SELECT c.id FROM {{schema}}.jobs c
                      WHERE c.gate_id = g.parent_id AND c.queue = $1 AND c.state = 'blocked'
                        AND (c.priority, c.run_at, c.id) > (SELECT l.priority, l.run_at, l.id FROM gated l
@@ -95,7 +98,7 @@ WITH avail AS MATERIALIZED (
                      ORDER BY c.priority, c.run_at, c.id LIMIT 1) IS NOT NULL THEN false
                WHEN (SELECT c.id FROM {{schema}}.jobs c
                      WHERE c.gate_id = g.parent_id AND c.queue = $1 AND c.state = 'blocked'
-                       AND c.id <> ALL (ARRAY(SELECT id FROM gated))
+                       AND c.id NOT IN (SELECT id FROM gated)
                      ORDER BY c.priority, c.run_at, c.id LIMIT 1) IS NOT NULL THEN false
                ELSE (SELECT count(*) FROM (SELECT id FROM avail UNION ALL SELECT id FROM gated) l) <= $2 END
 )
