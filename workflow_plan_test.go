@@ -225,14 +225,8 @@ func TestWorkflowPlans(t *testing.T) {
 	t.Run("ClaimThatDrainsAGateHashesTheTaken", func(t *testing.T) {
 		t.Parallel()
 		b := setupWorkflow(t)
-		params := make([]pgqueue.EnqueueManyParams, small+1)
-		params[0] = pgqueue.EnqueueManyParams{Args: noteArgs{}, Opts: &pgqueue.EnqueueOpts{Name: "root", Queue: "elsewhere"}}
-		for i := 1; i <= small; i++ {
-			params[i] = pgqueue.EnqueueManyParams{Args: noteArgs{N: i}, Opts: &pgqueue.EnqueueOpts{DependsOn: []pgqueue.Dependency{pgqueue.DependsOnName("root")}}}
-		}
-		_, err := b.client.EnqueueMany(ctx, params)
-		must(t, err)
-		root, err := pgqueue.Claim(ctx, b.client, "elsewhere", 1)
+		b.fanOut(t, small, pgqueue.QueueDefault)
+		root, err := pgqueue.Claim(ctx, b.client, pgqueue.QueueDefault, 1)
 		must(t, err)
 		b.complete(t, root...)
 		_, err = b.pool.Exec(ctx, "ANALYZE pgqueue.jobs")
