@@ -16,7 +16,7 @@ import (
 var planRows = regexp.MustCompile(`rows=(\d+) loops=(\d+)\)|Rows Removed by (?:Filter|Index Recheck): (\d+)`)
 
 // TestCompletionPlanAfterQuietAnalyze plans the batched completions
-// (sql/complete_many.sql, sql/finish.sql) and the heartbeat
+// (sql/complete_many.sql, sql/complete_one.sql, sql/finish.sql) and the heartbeat
 // (sql/heartbeat.sql, which finds its jobs the same way) on a table analysed while no
 // job ran, then holding 100,000 running jobs: a queue analysed while
 // quiet, then taking a burst. The statistics then say no row is running,
@@ -53,10 +53,15 @@ func TestCompletionPlanAfterQuietAnalyze(t *testing.T) {
 	for i := range ops {
 		ops[i], nulls[i], zeros[i] = "complete", "NULL", "0"
 	}
-	for _, st := range []struct{ name, sql, args string }{
-		{"complete_many", pgqueue.CompleteManySQL(c), arr(ids) + ", " + arr(fences)},
-		{"finish", pgqueue.FinishSQL(c), strings.Join([]string{arr(ids), arr(fences), arr(ops), arr(nulls), arr(nulls), arr(zeros)}, ", ")},
-		{"heartbeat", pgqueue.HeartbeatSQL(c), arr(ids) + ", " + arr(fences) + ", 60000000"},
+	for _, st := range []struct {
+		name, sql, args string
+		jobs            int // the batch's size
+	}{
+		{"complete_many", pgqueue.CompleteManySQL(c), arr(ids) + ", " + arr(fences), batch},
+		// A batch of one, which keeps a generic plan.
+		{"complete_one", pgqueue.CompleteOneSQL(c), ids[0] + ", " + fences[0], 1},
+		{"finish", pgqueue.FinishSQL(c), strings.Join([]string{arr(ids), arr(fences), arr(ops), arr(nulls), arr(nulls), arr(zeros)}, ", "), batch},
+		{"heartbeat", pgqueue.HeartbeatSQL(c), arr(ids) + ", " + arr(fences) + ", 60000000", batch},
 	} {
 		for _, mode := range []string{"force_custom_plan", "force_generic_plan"} {
 			t.Run(st.name+"/"+mode, func(t *testing.T) {
@@ -98,11 +103,11 @@ func TestCompletionPlanAfterQuietAnalyze(t *testing.T) {
 				// update, what the statement returns; 2,002 for 200), so at
 				// most 25, where reading the running rows made it 141,602
 				// and more.
-				if !strings.Contains(plan, fmt.Sprintf("Update on jobs j (actual rows=%d loops=1)", batch)) {
-					t.Fatalf("the batch did not update its %d jobs:\n%s", batch, plan)
+				if !strings.Contains(plan, fmt.Sprintf("Update on jobs j (actual rows=%d loops=1)", st.jobs)) {
+					t.Fatalf("the batch did not update its %d jobs:\n%s", st.jobs, plan)
 				}
-				if read > 25*batch {
-					t.Fatalf("plan nodes read %d rows for a batch of %d:\n%s", read, batch, plan)
+				if read > 25*int64(st.jobs) {
+					t.Fatalf("plan nodes read %d rows for a batch of %d:\n%s", read, st.jobs, plan)
 				}
 			})
 		}

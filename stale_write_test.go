@@ -65,7 +65,7 @@ func TestStaleWriteRefusedByFence(t *testing.T) {
 	}
 
 	for _, op := range []string{"complete", "fail", "snooze", "cancel", "release", "discard"} {
-		name := map[string]string{"complete": "CompleteMany"}[op]
+		name := map[string]string{"complete": "CompleteOne"}[op]
 		if name == "" {
 			name = "Finish" + string(op[0]-'a'+'A') + op[1:]
 		}
@@ -86,6 +86,33 @@ func TestStaleWriteRefusedByFence(t *testing.T) {
 			}
 		})
 	}
+
+	// A batch of two completions (complete_many.sql, where a batch of one
+	// goes through complete_one.sql): the stale one is refused, the other
+	// lands.
+	t.Run("CompleteMany", func(t *testing.T) {
+		t.Parallel()
+		c, _, read, stale, holder := setup(t)
+		_, err := c.Enqueue(ctx, noteArgs{N: 2}, nil)
+		must(t, err)
+		other, err := pgqueue.Claim(ctx, c, pgqueue.QueueDefault, 1)
+		must(t, err)
+		if len(other) != 1 {
+			t.Fatalf("claimed %d jobs, want the second one", len(other))
+		}
+		before := read()
+		refused, err := pgqueue.CompleteBatch(ctx, c, []*pgqueue.JobRow{stale, other[0]})
+		must(t, err)
+		if !refused[stale.ID] || refused[other[0].ID] {
+			t.Fatalf("refused %v, want the stale completion of %d only", refused, stale.ID)
+		}
+		unchanged(t, "completion in a batch", before, read())
+		refused, err = pgqueue.CompleteBatch(ctx, c, []*pgqueue.JobRow{holder, other[0]})
+		must(t, err)
+		if refused[holder.ID] || read() == before {
+			t.Fatalf("the holder's own completion in a batch did not land (refused %v)", refused)
+		}
+	})
 
 	t.Run("Heartbeat", func(t *testing.T) {
 		t.Parallel()

@@ -43,6 +43,9 @@ func WriteBatch(ctx context.Context, c *Client, jobs []*JobRow, ops []string) (w
 // of the client's schema, for EXPLAIN.
 func CompleteManySQL(c *Client) string { return c.q.CompleteMany }
 
+// CompleteOneSQL is sql/complete_one.sql of the client's schema.
+func CompleteOneSQL(c *Client) string { return c.q.CompleteOne }
+
 // HeartbeatSQL is sql/heartbeat.sql of the client's schema.
 func HeartbeatSQL(c *Client) string { return c.q.Heartbeat }
 

@@ -271,10 +271,12 @@ func TestWorkflowFencedRelease(t *testing.T) {
 
 	// A completion under a fence the job no longer has is refused, and
 	// releases nothing: through complete_many.sql (a batch of
-	// completions) and finish.sql (a mixed batch).
+	// completions), complete_one.sql (a batch of one) and finish.sql (a
+	// mixed batch).
 	t.Run("StaleCompletionReleasesNothing", func(t *testing.T) {
 		t.Parallel()
-		for _, mixed := range []bool{false, true} {
+		for _, batch := range []string{"completions", "one", "mixed"} {
+			mixed := batch == "mixed"
 			b := setupWorkflow(t)
 			ids := b.fanIn(t, 2, "")
 			jobs := b.claim(t)
@@ -286,6 +288,9 @@ func TestWorkflowFencedRelease(t *testing.T) {
 				_, err := b.pool.Exec(ctx, "UPDATE pgqueue.jobs SET fence = nextval('pgqueue.fence_seq') WHERE id = $1", j.ID)
 				must(t, err)
 				stale[i], ops[i] = j, "complete"
+			}
+			if batch == "one" {
+				stale, ops = stale[:1], ops[:1]
 			}
 			if mixed {
 				other, err := b.client.Enqueue(ctx, noteArgs{N: 9}, &pgqueue.EnqueueOpts{Queue: "other"})
@@ -304,12 +309,12 @@ func TestWorkflowFencedRelease(t *testing.T) {
 			must(t, err)
 			for _, id := range ids[:2] {
 				if updated[id] {
-					t.Fatalf("mixed %v: stale completion of job %d landed", mixed, id)
+					t.Fatalf("%s: stale completion of job %d landed", batch, id)
 				}
 			}
 			b.wantStates(t, ids, "running", "running", "blocked")
 			if n := b.pending(t, ids[2]); n != 2 {
-				t.Fatalf("mixed %v: child waits for %d parents after stale completions, want 2", mixed, n)
+				t.Fatalf("%s: child waits for %d parents after stale completions, want 2", batch, n)
 			}
 		}
 	})

@@ -400,9 +400,13 @@ func (k *Completer) Exec(batch []Result) (refused map[int64]bool, err error) {
 	ctx, cancel := context.WithTimeout(k.base, jobsql.WriteTimeout)
 	defer cancel()
 	var rows pgx.Rows
-	if allComplete {
+	switch {
+	case allComplete && len(batch) == 1:
+		// A cached plan (complete_one.sql): the batch of a quiet queue.
+		rows, err = query(ctx, k.q.CompleteOne, k.ids[0], k.fences[0])
+	case allComplete:
 		rows, err = query(ctx, k.q.CompleteMany, jobsql.OneShotPlan, ids, fences)
-	} else {
+	default:
 		rows, err = query(ctx, k.q.Finish, jobsql.OneShotPlan, ids, fences, k.ops, k.errs, k.traces, k.delays)
 	}
 	k.settledN = 0

@@ -46,9 +46,9 @@ type Queries struct {
 	InsertUniqueUpsert                              string
 	Notify, NotifyQueues, NotifyDue                 string
 	// work
-	Claim, ClaimSettings, ClaimFlow, FlowBacklog, ClaimLock, Poll, Heartbeat, Complete, CompleteMany, Finish, JobOutcomes string
-	SetIdleTimeout, CheckFence                                                                                            string
-	ClaimID                                                                                                               string // pgqueuetest.WorkJob
+	Claim, ClaimSettings, ClaimFlow, FlowBacklog, ClaimLock, Poll, Heartbeat, Complete, CompleteOne, CompleteMany, Finish, JobOutcomes string
+	SetIdleTimeout, CheckFence                                                                                                         string
+	ClaimID                                                                                                                            string // pgqueuetest.WorkJob
 	// reading jobs; JobListBy holds job_list.sql expanded per ordering
 	JobGet, JobList string
 	JobListBy       map[JobListKey]string
@@ -81,7 +81,7 @@ func Load(schema string) (*Queries, error) {
 		"insert_unique_upsert": &q.InsertUniqueUpsert,
 		"notify":               &q.Notify, "notify_queues": &q.NotifyQueues, "notify_due": &q.NotifyDue,
 		"claim": &q.Claim, "claim_settings": &q.ClaimSettings, "claim_flow": &q.ClaimFlow, "flow_backlog": &q.FlowBacklog, "claim_lock": &q.ClaimLock, "poll": &q.Poll, "heartbeat": &q.Heartbeat, "complete": &q.Complete,
-		"complete_many": &q.CompleteMany, "finish": &q.Finish, "job_outcomes": &q.JobOutcomes,
+		"complete_one": &q.CompleteOne, "complete_many": &q.CompleteMany, "finish": &q.Finish, "job_outcomes": &q.JobOutcomes,
 		"set_idle_timeout": &q.SetIdleTimeout, "check_fence": &q.CheckFence, "claim_id": &q.ClaimID,
 		"job_cancel": &q.JobCancel,
 		"job_output": &q.JobOutput, "job_progress": &q.JobProgress,
