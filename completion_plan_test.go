@@ -16,7 +16,7 @@ import (
 var planRows = regexp.MustCompile(`rows=(\d+) loops=(\d+)\)|Rows Removed by (?:Filter|Index Recheck): (\d+)`)
 
 // TestCompletionPlanAfterQuietAnalyze plans the batched completions
-// (sql/complete_many.sql, sql/complete_one.sql, sql/finish.sql) and the heartbeat
+// (sql/complete_many.sql, sql/finish.sql) and the heartbeat
 // (sql/heartbeat.sql, which finds its jobs the same way) on a table analysed while no
 // job ran, then holding 100,000 running jobs: a queue analysed while
 // quiet, then taking a burst. The statistics then say no row is running,
@@ -53,15 +53,10 @@ func TestCompletionPlanAfterQuietAnalyze(t *testing.T) {
 	for i := range ops {
 		ops[i], nulls[i], zeros[i] = "complete", "NULL", "0"
 	}
-	for _, st := range []struct {
-		name, sql, args string
-		jobs            int // the batch's size
-	}{
-		{"complete_many", pgqueue.CompleteManySQL(c), arr(ids) + ", " + arr(fences), batch},
-		// A batch of one, which keeps a generic plan.
-		{"complete_one", pgqueue.CompleteOneSQL(c), ids[0] + ", " + fences[0], 1},
-		{"finish", pgqueue.FinishSQL(c), strings.Join([]string{arr(ids), arr(fences), arr(ops), arr(nulls), arr(nulls), arr(zeros)}, ", "), batch},
-		{"heartbeat", pgqueue.HeartbeatSQL(c), arr(ids) + ", " + arr(fences) + ", 60000000", batch},
+	for _, st := range []struct{ name, sql, args string }{
+		{"complete_many", pgqueue.CompleteManySQL(c), arr(ids) + ", " + arr(fences)},
+		{"finish", pgqueue.FinishSQL(c), strings.Join([]string{arr(ids), arr(fences), arr(ops), arr(nulls), arr(nulls), arr(zeros)}, ", ")},
+		{"heartbeat", pgqueue.HeartbeatSQL(c), arr(ids) + ", " + arr(fences) + ", 60000000"},
 	} {
 		for _, mode := range []string{"force_custom_plan", "force_generic_plan"} {
 			t.Run(st.name+"/"+mode, func(t *testing.T) {
@@ -103,13 +98,50 @@ func TestCompletionPlanAfterQuietAnalyze(t *testing.T) {
 				// update, what the statement returns; 2,002 for 200), so at
 				// most 25, where reading the running rows made it 141,602
 				// and more.
-				if !strings.Contains(plan, fmt.Sprintf("Update on jobs j (actual rows=%d loops=1)", st.jobs)) {
-					t.Fatalf("the batch did not update its %d jobs:\n%s", st.jobs, plan)
+				if !strings.Contains(plan, fmt.Sprintf("Update on jobs j (actual rows=%d loops=1)", batch)) {
+					t.Fatalf("the batch did not update its %d jobs:\n%s", batch, plan)
 				}
-				if read > 25*int64(st.jobs) {
-					t.Fatalf("plan nodes read %d rows for a batch of %d:\n%s", read, st.jobs, plan)
+				if read > 25*batch {
+					t.Fatalf("plan nodes read %d rows for a batch of %d:\n%s", read, batch, plan)
 				}
 			})
 		}
+	}
+}
+
+// TestCompleteOneKeepsThePrimaryKey completes one job (sql/complete_one.sql,
+// the completer's statement for a batch of one) several times on one
+// connection while the table is a few rows long, so that the function
+// complete_one keeps its update's plan, then again once the table holds
+// 100,000 running jobs, unanalysed: the kept plan must find the job
+// through the primary key. Planned with sequential scans allowed, the plan
+// kept from the small table read every row.
+func TestCompleteOneKeepsThePrimaryKey(t *testing.T) {
+	t.Parallel()
+	skipInShortMode(t, "the kept plan of one completion over 100,000 running jobs")
+	ctx := context.Background()
+	pool := newPool(t)
+	c := newClient(t, pool, nil)
+	insertRunning := func(n int) {
+		_, err := pool.Exec(ctx, `INSERT INTO pgqueue.jobs (queue, kind, state, attempt, fence, lease_until, attempted_at)
+			SELECT 'default', 'note', 'running', 1, nextval('pgqueue.fence_seq'), now() + interval '1 hour', now()
+			FROM generate_series(1, $1::int)`, n)
+		must(t, err)
+	}
+	insertRunning(3)
+	_, err := pool.Exec(ctx, `VACUUM ANALYZE pgqueue.jobs`)
+	must(t, err)
+	var id, fence int64
+	must(t, pool.QueryRow(ctx, `SELECT id, fence FROM pgqueue.jobs ORDER BY id LIMIT 1`).Scan(&id, &fence))
+	e := newExplainedOn(t, pool)
+	// Each completion runs in a transaction rolled back: the job stays
+	// running for the next. PL/pgSQL keeps a generic plan from the sixth.
+	for range 8 {
+		e.run(t, pgqueue.CompleteOneSQL(c), id, fence)
+	}
+	insertRunning(100_000)
+	plans, rows := e.run(t, pgqueue.CompleteOneSQL(c), id, fence)
+	if !strings.Contains(plans, "Index Scan using jobs_pkey on jobs j") || rows > 100 {
+		t.Fatalf("one completion over 100,000 running jobs: %d rows through its plans:\n%s", rows, plans)
 	}
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/pgqueue/pgqueue"
 )
@@ -28,9 +29,15 @@ type explained struct {
 
 func newExplained(t *testing.T, b *workflowBundle) *explained {
 	t.Helper()
+	return newExplainedOn(t, b.pool)
+}
+
+// newExplainedOn is newExplained on a connection of pool's database.
+func newExplainedOn(t *testing.T, pool *pgxpool.Pool) *explained {
+	t.Helper()
 	ctx := context.Background()
 	e := &explained{}
-	cfg := b.pool.Config().ConnConfig.Copy()
+	cfg := pool.Config().ConnConfig.Copy()
 	cfg.OnNotice = func(_ *pgconn.PgConn, n *pgconn.Notice) {
 		e.mu.Lock()
 		defer e.mu.Unlock()

@@ -402,7 +402,8 @@ func (k *Completer) Exec(batch []Result) (refused map[int64]bool, err error) {
 	var rows pgx.Rows
 	switch {
 	case allComplete && len(batch) == 1:
-		// A cached plan (complete_one.sql): the batch of a quiet queue.
+		// The batch of a quiet queue: a statement whose plan is kept
+		// (complete_one.sql), where complete_many.sql is planned anew.
 		rows, err = query(ctx, k.q.CompleteOne, k.ids[0], k.fences[0])
 	case allComplete:
 		rows, err = query(ctx, k.q.CompleteMany, jobsql.OneShotPlan, ids, fences)

@@ -1,0 +1,1 @@
+DROP FUNCTION {{schema}}.complete_one(bigint, bigint);
