@@ -25,9 +25,10 @@ import (
 // planner reads the call's ids through a bitmap scan of the primary key:
 // not an index scan (the ids' correlation with the table's order is gone),
 // not a scan of the whole table (the call's jobs are few of it; with fewer
-// others it is a Seq Scan, table order too). The test EXPLAINs each
-// statement's write as it was before it locked in id order, and insists
-// on the bitmap scan. The lowest-id job's row is then moved after every
+// others it is a Seq Scan, table order too). The call's transaction also
+// turns index and sequential scans off, so that a server whose costs say
+// otherwise plans the same. The test EXPLAINs each statement's write as
+// it was before it locked in id order, and insists on the bitmap scan. The lowest-id job's row is then moved after every
 // other by an update of its run_at (an indexed column: a HOT update would
 // leave it where the index finds it).
 //
@@ -70,10 +71,20 @@ func TestManyJobCallsLockInIDOrder(t *testing.T) {
 			ids := lockOrderSetup(t, b)
 			lowest := ids[0]
 
-			rows, err := b.pool.Query(ctx, "EXPLAIN (COSTS OFF) "+c.write, ids)
+			// The call's transaction reads jobs through bitmap scans only,
+			// whatever the server's cost settings: the write as it was
+			// then takes its rows in the table's order.
+			bitmapOnly := func(tx pgx.Tx) {
+				_, err := tx.Exec(ctx, "SET LOCAL enable_indexscan = off; SET LOCAL enable_seqscan = off")
+				must(t, err)
+			}
+			explain := b.mustBegin(t)
+			bitmapOnly(explain)
+			rows, err := explain.Query(ctx, "EXPLAIN (COSTS OFF) "+c.write, ids)
 			must(t, err)
 			lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
 			must(t, err)
+			must(t, explain.Rollback(ctx))
 			plan := strings.Join(lines, "\n")
 			if !strings.Contains(plan, "Bitmap Heap Scan") {
 				t.Fatalf("the write as it was before the change is not planned as a bitmap scan, whose order is the table's: "+
@@ -84,6 +95,7 @@ func TestManyJobCallsLockInIDOrder(t *testing.T) {
 			_, err = holder.Exec(ctx, "SELECT FROM pgqueue.jobs WHERE id = $1 FOR UPDATE", lowest)
 			must(t, err)
 			tx := b.mustBegin(t)
+			bitmapOnly(tx)
 			var pid int
 			must(t, tx.QueryRow(ctx, "SELECT pg_backend_pid()").Scan(&pid))
 			type result struct {
