@@ -2,7 +2,6 @@ package pgqueue
 
 import (
 	"context"
-	"maps"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -107,20 +106,6 @@ func Finish(ctx context.Context, c *Client, job *JobRow, op string, delay time.D
 	}
 	refused, err := k.Exec([]completer.Result{{Row: job, Op: op, Err: msg, Delay: delay}})
 	return err == nil && !refused[job.ID], err
-}
-
-// CompleteBatch writes the completions of jobs in one statement, as the
-// completer does (sql/complete_many.sql; sql/complete_one.sql for one
-// job), and returns the ids whose rows refused theirs.
-func CompleteBatch(ctx context.Context, c *Client, jobs []*JobRow) (refused map[int64]bool, err error) {
-	outcomes := &jobsql.OutcomeReader{Pool: c.pool, Q: c.q, Base: ctx}
-	k := c.newCompleter(ctx, c.pool.Query, outcomes, completer.Observer{}, 1, 0)
-	batch := make([]completer.Result, len(jobs))
-	for i, j := range jobs {
-		batch[i] = completer.Result{Row: j, Op: completer.OpComplete}
-	}
-	refused, err = k.Exec(batch)
-	return maps.Clone(refused), err
 }
 
 // Heartbeat runs one heartbeat for jobs, as a started client's heartbeater

@@ -101,16 +101,17 @@ func TestStaleWriteRefusedByFence(t *testing.T) {
 			t.Fatalf("claimed %d jobs, want the second one", len(other))
 		}
 		before := read()
-		refused, err := pgqueue.CompleteBatch(ctx, c, []*pgqueue.JobRow{stale, other[0]})
+		both := []string{"complete", "complete"}
+		written, err := pgqueue.FinishBatch(ctx, c, []*pgqueue.JobRow{stale, other[0]}, both)
 		must(t, err)
-		if !refused[stale.ID] || refused[other[0].ID] {
-			t.Fatalf("refused %v, want the stale completion of %d only", refused, stale.ID)
+		if written[stale.ID] || !written[other[0].ID] {
+			t.Fatalf("written %v, want all but the stale completion of %d", written, stale.ID)
 		}
 		unchanged(t, "completion in a batch", before, read())
-		refused, err = pgqueue.CompleteBatch(ctx, c, []*pgqueue.JobRow{holder, other[0]})
+		written, err = pgqueue.FinishBatch(ctx, c, []*pgqueue.JobRow{holder, other[0]}, both)
 		must(t, err)
-		if refused[holder.ID] || read() == before {
-			t.Fatalf("the holder's own completion in a batch did not land (refused %v)", refused)
+		if !written[holder.ID] || read() == before {
+			t.Fatalf("the holder's own completion in a batch did not land (written %v)", written)
 		}
 	})
 

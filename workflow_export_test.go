@@ -9,8 +9,8 @@ import (
 
 // FinishBatch writes the results ops[i] of jobs[i] in one statement, as
 // the completer writes a mixed batch (sql/finish.sql; sql/complete_many.sql
-// when every op is "complete"), and returns the ids it updated: those of
-// the batch it did not refuse.
+// when every op is "complete", sql/complete_one.sql for one completion),
+// and returns the ids it updated: those of the batch it did not refuse.
 func FinishBatch(ctx context.Context, c *Client, jobs []*JobRow, ops []string) (map[int64]bool, error) {
 	written, _, err := WriteBatch(ctx, c, jobs, ops)
 	return written, err
