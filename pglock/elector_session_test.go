@@ -197,9 +197,7 @@ func TestElectorSessionFailover(t *testing.T) {
 	// and its first term.
 	relayedElector := func(t *testing.T, cfg pglock.ElectorConfig) (*pgxpool.Pool, *relay, *sessionElector, term) {
 		t.Helper()
-		pool := newPool(t)
-		r, conn := newRelay(t, pool.Config().ConnConfig)
-		lk := newLocker(t, pool, &pglock.Config{Logger: testlog.Discard(), DirectConnConfig: conn})
+		pool, r, lk := relayedLocker(t, &pglock.Config{Logger: testlog.Discard()})
 		a := runSessionElector(t, lk, "a", cfg, false)
 		first := a.next(t, 5*time.Second)
 		singleHolder(t, pool, a.SessionKey())

@@ -9,6 +9,9 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/pgqueue/pgqueue/pglock"
 )
 
 // relay is a TCP relay to a PostgreSQL server whose replies can be held
@@ -43,6 +46,21 @@ func newRelay(t *testing.T, cfg *pgx.ConnConfig) (*relay, *pgx.ConnConfig) {
 		out.Fallbacks = append(out.Fallbacks, &pgconn.FallbackConfig{Host: c.Host, Port: c.Port, TLSConfig: c.TLSConfig})
 	}
 	return r, out
+}
+
+// relayedLocker returns a pool of a new database and a Locker on it
+// (with cfg, which may be nil) whose sessions of their own go through a
+// relay, and the relay.
+func relayedLocker(t *testing.T, cfg *pglock.Config) (*pgxpool.Pool, *relay, *pglock.Locker) {
+	t.Helper()
+	pool := newPool(t)
+	r, conn := newRelay(t, pool.Config().ConnConfig)
+	c := pglock.Config{}
+	if cfg != nil {
+		c = *cfg
+	}
+	c.DirectConnConfig = conn
+	return pool, r, newLocker(t, pool, &c)
 }
 
 func (r *relay) accept(target string) {

@@ -180,9 +180,7 @@ func TestSessionLock(t *testing.T) {
 	// 100 ms with timeout, released when the test ends.
 	relayedLock := func(t *testing.T, timeout time.Duration) (*relay, *pglock.SessionLock) {
 		t.Helper()
-		pool := newPool(t)
-		r, cfg := newRelay(t, pool.Config().ConnConfig)
-		lk := newLocker(t, pool, &pglock.Config{DirectConnConfig: cfg})
+		_, r, lk := relayedLocker(t, nil)
 		l, err := lk.LockSession(t.Context(), "relayed", &pglock.SessionLockOpts{KeepaliveInterval: 100 * time.Millisecond, KeepaliveTimeout: timeout})
 		must(t, err)
 		unlockLater(t, l)
